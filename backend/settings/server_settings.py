@@ -1,0 +1,53 @@
+"""HTTP server settings: bind address, auth, CORS and limits."""
+
+from __future__ import annotations
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class ServerSettings(BaseSettings):
+    """How the OpenAI-compatible server listens and whom it lets in."""
+
+    model_config = SettingsConfigDict(env_prefix="QUANTDESK_", extra="ignore")
+
+    host: str = Field(
+        "127.0.0.1",
+        min_length=1,
+        description="Address to bind; a non-loopback address needs --api-key or --insecure",
+        json_schema_extra={"flags": ["--host"]},
+    )
+    port: int = Field(
+        8080,
+        ge=0,
+        le=65_535,
+        description="TCP port (0 picks a free one)",
+        json_schema_extra={"flags": ["--port"]},
+    )
+    api_key: str | None = Field(
+        None,
+        description="Require 'Authorization: Bearer KEY' on every API call",
+        json_schema_extra={"flags": ["--api-key"]},
+    )
+    insecure: bool = Field(
+        False,
+        description="Allow binding a non-loopback address without an API key",
+        json_schema_extra={"flags": ["--insecure"]},
+    )
+    cors_origins: list[str] = Field(
+        default_factory=list,
+        description="Origins allowed by CORS (repeatable; '*' allows any)",
+        json_schema_extra={"flags": ["--cors-origin"]},
+    )
+    max_tokens_limit: int = Field(
+        4096,
+        ge=1,
+        le=1_048_576,
+        description="Upper bound on max_tokens of any request",
+        json_schema_extra={"flags": ["--max-tokens-limit"]},
+    )
+    port_file: str | None = Field(
+        None,
+        description="Write the bound port to this file once listening (for supervisors)",
+        json_schema_extra={"flags": ["--port-file"]},
+    )
