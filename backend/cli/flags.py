@@ -38,7 +38,11 @@ def add_settings_flags(parser: argparse.ArgumentParser, model: type[BaseModel]) 
             continue
         annotation = field.annotation
         origin = typing.get_origin(annotation)
-        kwargs: dict[str, Any] = {"dest": name, "default": argparse.SUPPRESS, "help": field.description}
+        kwargs: dict[str, Any] = {
+            "dest": name,
+            "default": argparse.SUPPRESS,
+            "help": field.description,
+        }
         if annotation is bool:
             kwargs["action"] = "store_true"
         elif origin is list:
@@ -56,9 +60,7 @@ def add_settings_flags(parser: argparse.ArgumentParser, model: type[BaseModel]) 
 
 def settings_from_args(model: type[T], args: argparse.Namespace) -> T:
     """Build ``model`` from environment + the flags the user passed."""
-    overrides = {
-        name: getattr(args, name) for name in model.model_fields if hasattr(args, name)
-    }
+    overrides = {name: getattr(args, name) for name in model.model_fields if hasattr(args, name)}
     try:
         return model(**overrides)
     except ValidationError as exc:

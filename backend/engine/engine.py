@@ -1,0 +1,198 @@
+"""The engine facade: load a GGUF, run the scheduler, accept requests, report stats."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from backend.default_model import DEFAULT_MODEL_ID, default_model_path, resolve_model_path
+from backend.engine.chat_template import ChatTemplate
+from backend.engine.errors import ContextOverflowError, EngineError
+from backend.engine.model_runtime import ModelRuntime, gpu_offload_supported
+from backend.engine.request_types import (
+    EngineEvent,
+    ErrorEvent,
+    EventSink,
+    FinishEvent,
+    GenerationRequest,
+    SamplingParams,
+)
+from backend.engine.sampler_chain import SamplerChain
+from backend.engine.scheduler import Scheduler
+from backend.engine.sequence import Sequence
+from backend.engine.stop_detector import StopDetector
+from backend.settings.engine_settings import EngineSettings
+from backend.system import system_snapshot
+
+log = logging.getLogger(__name__)
+
+
+class Engine:
+    """Owns the model and the scheduler thread. Thread-safe entry points:
+    :meth:`tokenize`, :meth:`submit`, :meth:`cancel`, :meth:`stats`."""
+
+    def __init__(self, settings: EngineSettings) -> None:
+        self.settings = settings
+        self.model_path: Path = resolve_model_path(settings.model)
+        if settings.model_alias:
+            self.model_id = settings.model_alias
+        elif self.model_path == default_model_path():
+            self.model_id = DEFAULT_MODEL_ID
+        else:
+            self.model_id = self.model_path.name.removesuffix(".gguf")
+        n_seq_max = settings.parallel + settings.prefix_cache_entries
+        t0 = time.perf_counter()
+        self.runtime = ModelRuntime(self.model_path, settings, n_seq_max=n_seq_max)
+        self.load_seconds = time.perf_counter() - t0
+        info = self.runtime.info
+        self.chat_template = ChatTemplate(
+            info.chat_template, bos_token=info.bos_token, eos_token=info.eos_token
+        )
+        self.scheduler = Scheduler(
+            self.runtime,
+            parallel=settings.parallel,
+            cache_entries=settings.prefix_cache_entries,
+            max_queue=settings.max_queue,
+        )
+        self.ready = False
+        self.created = int(time.time())
+
+    @property
+    def n_ctx(self) -> int:
+        return self.runtime.n_ctx
+
+    def start(self, *, warmup: bool = True) -> None:
+        self.scheduler.start()
+        if warmup:
+            self._warmup()
+        self.ready = True
+
+    def _warmup(self) -> None:
+        done = threading.Event()
+        errors: list[str] = []
+
+        def sink(event: EngineEvent) -> None:
+            if isinstance(event, ErrorEvent):
+                errors.append(event.message)
+                done.set()
+            elif isinstance(event, FinishEvent):
+                done.set()
+
+        tokens = self.tokenize("Hello", add_special=True, parse_special=False)
+        self.submit(tokens, max_tokens=2, sampling=SamplingParams(temperature=0.0), sink=sink)
+        if not done.wait(timeout=300) or errors:
+            raise EngineError(f"warm-up generation failed: {errors or 'timed out'}")
+        stats = self.scheduler.stats
+        with stats.lock():  # the warm-up is not user traffic
+            stats.completed = 0
+            stats.prompt_total = stats.prompt_decoded_total = stats.generated_total = 0
+            stats.prefix_hits = stats.prefix_misses = stats.prefix_tokens_saved = 0
+            stats.ttft_ms.clear()
+            stats.itl_ms.clear()
+            stats.ttft_ms_last = None
+
+    def close(self) -> None:
+        self.scheduler.close()
+        self.runtime.close()
+
+    # ---- requests ------------------------------------------------------------
+    def tokenize(
+        self, text: str, *, add_special: bool = True, parse_special: bool = True
+    ) -> list[int]:
+        return self.runtime.tokenize(text, add_special=add_special, parse_special=parse_special)
+
+    def render_chat(self, messages: list[dict[str, Any]], **kwargs: Any) -> list[int]:
+        """Apply the chat template and tokenise, without a duplicated BOS."""
+        text = self.chat_template.render(messages, **kwargs)
+        bos = self.runtime.info.bos_token
+        add_special = not (bos and text.startswith(bos))
+        return self.tokenize(text, add_special=add_special, parse_special=True)
+
+    def resolve_max_tokens(self, n_prompt: int, max_tokens: int | None, limit: int) -> int:
+        """Check that the request can ever fit; never truncate silently."""
+        n_ctx = self.n_ctx
+        if n_prompt >= n_ctx:
+            raise ContextOverflowError(
+                f"the prompt has {n_prompt} tokens but the context holds {n_ctx}",
+                param="messages",
+            )
+        if max_tokens is None:
+            return min(limit, n_ctx - n_prompt)
+        if n_prompt + max_tokens > n_ctx:
+            raise ContextOverflowError(
+                f"the prompt has {n_prompt} tokens and max_tokens is {max_tokens}: "
+                f"{n_prompt + max_tokens} exceeds the context of {n_ctx} tokens",
+                param="max_tokens",
+            )
+        return max_tokens
+
+    def submit(
+        self,
+        prompt_tokens: list[int],
+        *,
+        max_tokens: int,
+        sampling: SamplingParams,
+        sink: EventSink,
+        stop: list[str] | None = None,
+    ) -> GenerationRequest:
+        """Queue a sequence; raises QueueFullError or InvalidRequestError at once."""
+        request = GenerationRequest(
+            prompt_tokens=list(prompt_tokens),
+            max_tokens=max_tokens,
+            sampling=sampling,
+            sink=sink,
+            stop=list(stop or []),
+        )
+        rt = self.runtime
+        sampler = SamplerChain(sampling, rt.vocab, rt.n_vocab, rt.eog_tokens)
+        seq = Sequence(
+            request=request,
+            sampler=sampler,
+            detector=StopDetector(request.stop),
+            tokens=list(prompt_tokens),
+            prompt_array=np.asarray(prompt_tokens, dtype=np.int32),
+            n_prompt=len(prompt_tokens),
+        )
+        try:
+            self.scheduler.submit(seq)
+        except Exception:
+            sampler.close()
+            raise
+        return request
+
+    def cancel(self, request_id: int) -> None:
+        self.scheduler.cancel(request_id)
+
+    # ---- stats -----------------------------------------------------------------
+    def stats(self) -> dict[str, Any]:
+        snap = self.scheduler.stats.snapshot()
+        info = self.runtime.info
+        s = self.settings
+        snap["model"] = {
+            "id": self.model_id,
+            "path": str(self.model_path),
+            "architecture": info.architecture,
+            "n_ctx": self.n_ctx,
+            "n_ctx_train": info.n_ctx_train,
+            "n_parallel": s.parallel,
+            "n_layer": info.n_layer,
+            "n_params": info.n_params,
+            "n_gpu_layers": self.runtime.n_gpu_layers,
+            "gpu_offload_supported": gpu_offload_supported(),
+            "size_bytes": info.size_bytes,
+            "cache_type_k": s.cache_type_k,
+            "cache_type_v": s.cache_type_v,
+            "flash_attn": s.flash_attn,
+            "n_batch": self.runtime.n_batch,
+            "threads": s.threads,
+            "load_seconds": self.load_seconds,
+        }
+        snap["step"]["preemptions"] = self.scheduler.preemptions
+        snap["system"] = system_snapshot().to_dict()
+        snap["ready"] = self.ready
+        return snap

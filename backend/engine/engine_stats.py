@@ -1,0 +1,138 @@
+"""Engine statistics: exact counters, rolling rates and latency percentiles.
+
+Written only by the scheduler thread; read by request threads through
+:meth:`EngineStats.snapshot`, which copies under a lock.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from typing import Any
+
+import numpy as np
+
+RATE_WINDOW_S = 5.0
+LATENCY_SAMPLES = 2048
+
+
+def _percentile(values: deque[float], q: float) -> float | None:
+    if not values:
+        return None
+    return float(np.percentile(np.fromiter(values, dtype=np.float64), q))
+
+
+class EngineStats:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.started = time.time()
+        self.completed = 0
+        self.errors = 0
+        self.cancelled = 0
+        self.rejected_busy = 0
+        self.running = 0
+        self.queued = 0
+        self.prompt_total = 0
+        self.prompt_decoded_total = 0
+        self.generated_total = 0
+        self.prefix_hits = 0
+        self.prefix_misses = 0
+        self.prefix_tokens_saved = 0
+        self.prefix_entries = 0
+        self.kv_cells_used = 0
+        self.kv_cells_total = 0
+        self.kv_bytes_per_cell = 0
+        self.steps = 0
+        self.step_s_total = 0.0
+        self.python_s_total = 0.0
+        self.batch_tokens_total = 0
+        self.ttft_ms: deque[float] = deque(maxlen=LATENCY_SAMPLES)
+        self.itl_ms: deque[float] = deque(maxlen=LATENCY_SAMPLES)
+        self.ttft_ms_last: float | None = None
+        # (time, prompt tokens decoded, tokens generated) per step, for rates
+        self._window: deque[tuple[float, int, int]] = deque()
+
+    def lock(self) -> threading.Lock:
+        return self._lock
+
+    def record_step(
+        self, step_s: float, python_s: float, prompt_tokens: int, gen_tokens: int, batch_tokens: int
+    ) -> None:
+        now = time.perf_counter()
+        with self._lock:
+            self.steps += 1
+            self.step_s_total += step_s
+            self.python_s_total += python_s
+            self.batch_tokens_total += batch_tokens
+            self.prompt_decoded_total += prompt_tokens
+            self.generated_total += gen_tokens
+            self._window.append((now, prompt_tokens, gen_tokens))
+            while self._window and now - self._window[0][0] > RATE_WINDOW_S:
+                self._window.popleft()
+
+    def record_ttft(self, ms: float) -> None:
+        with self._lock:
+            self.ttft_ms.append(ms)
+            self.ttft_ms_last = ms
+
+    def record_itl(self, ms: float) -> None:
+        self.itl_ms.append(ms)  # deque.append is atomic; read under lock in snapshot
+
+    def _rates(self, now: float) -> tuple[float, float]:
+        window = [w for w in self._window if now - w[0] <= RATE_WINDOW_S]
+        if not window:
+            return 0.0, 0.0
+        span = max(now - window[0][0], 1e-3) if len(window) > 1 else RATE_WINDOW_S
+        span = max(span, 1.0)
+        return sum(w[1] for w in window) / span, sum(w[2] for w in window) / span
+
+    def snapshot(self) -> dict[str, Any]:
+        now = time.perf_counter()
+        with self._lock:
+            prompt_rate, gen_rate = self._rates(now)
+            steps = max(self.steps, 1)
+            return {
+                "requests": {
+                    "running": self.running,
+                    "queued": self.queued,
+                    "completed": self.completed,
+                    "errors": self.errors,
+                    "rejected_busy": self.rejected_busy,
+                    "cancelled": self.cancelled,
+                },
+                "tokens": {
+                    "prompt_total": self.prompt_total,
+                    "prompt_decoded_total": self.prompt_decoded_total,
+                    "generated_total": self.generated_total,
+                    "prompt_tokens_per_s": prompt_rate,
+                    "gen_tokens_per_s": gen_rate,
+                },
+                "latency": {
+                    "ttft_ms_p50": _percentile(self.ttft_ms, 50),
+                    "ttft_ms_p99": _percentile(self.ttft_ms, 99),
+                    "itl_ms_p50": _percentile(self.itl_ms, 50),
+                    "itl_ms_p99": _percentile(self.itl_ms, 99),
+                    "ttft_ms_last": self.ttft_ms_last,
+                },
+                "kv": {
+                    "cells_used": self.kv_cells_used,
+                    "cells_total": self.kv_cells_total,
+                    "bytes_used": self.kv_cells_used * self.kv_bytes_per_cell,
+                    "bytes_total": self.kv_cells_total * self.kv_bytes_per_cell,
+                    "used_pct": 100.0 * self.kv_cells_used / max(self.kv_cells_total, 1),
+                },
+                "prefix_cache": {
+                    "hits": self.prefix_hits,
+                    "misses": self.prefix_misses,
+                    "tokens_saved": self.prefix_tokens_saved,
+                    "entries": self.prefix_entries,
+                },
+                "step": {
+                    "steps": self.steps,
+                    "step_ms_avg": 1000.0 * self.step_s_total / steps,
+                    "python_ms_avg": 1000.0 * self.python_s_total / steps,
+                    "batch_tokens_avg": self.batch_tokens_total / steps,
+                },
+                "uptime_s": time.time() - self.started,
+            }

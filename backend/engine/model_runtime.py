@@ -1,0 +1,224 @@
+"""One loaded GGUF and its llama.cpp context, behind a small typed surface.
+
+Only the scheduler thread decodes with it; tokenising and detokenising only read
+the vocabulary and are safe from request threads.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import llama_cpp
+
+from backend.engine.errors import ModelLoadError
+from backend.engine.kv_geometry import GGML_TYPE_ID, kv_bytes_per_cell
+from backend.engine.llama_log import route_llama_log_to_logging
+from backend.settings.engine_settings import EngineSettings
+
+log = logging.getLogger(__name__)
+
+_FLASH_ATTN = {
+    "auto": llama_cpp.LLAMA_FLASH_ATTN_TYPE_AUTO,
+    "on": llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED,
+    "off": llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED,
+}
+
+_backend_ready = False
+
+
+def _init_backend() -> None:
+    global _backend_ready
+    if not _backend_ready:
+        route_llama_log_to_logging()
+        llama_cpp.llama_backend_init()
+        _backend_ready = True
+
+
+def gpu_offload_supported() -> bool:
+    """Whether this llama.cpp build can offload layers to a GPU."""
+    return bool(llama_cpp.llama_supports_gpu_offload())
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    path: Path
+    architecture: str
+    n_ctx_train: int
+    n_layer: int
+    n_head: int
+    n_head_kv: int
+    n_embd: int
+    n_embd_k_gqa: int
+    n_embd_v_gqa: int
+    n_vocab: int
+    n_params: int
+    size_bytes: int
+    chat_template: str | None
+    bos_token: str
+    eos_token: str
+
+
+class ModelRuntime:
+    """Model + context + vocabulary of one GGUF, created from :class:`EngineSettings`."""
+
+    def __init__(self, model_path: Path, settings: EngineSettings, n_seq_max: int) -> None:
+        _init_backend()
+        self.settings = settings
+        self.n_seq_max = n_seq_max
+        mparams = llama_cpp.llama_model_default_params()
+        mparams.n_gpu_layers = 999_999 if settings.gpu_layers < 0 else settings.gpu_layers
+        model = llama_cpp.llama_model_load_from_file(str(model_path).encode(), mparams)
+        if not model:
+            raise ModelLoadError(f"llama.cpp could not load {model_path} (not a valid GGUF?)")
+        self.model = model
+        cparams = llama_cpp.llama_context_default_params()
+        cparams.n_ctx = settings.ctx_size
+        cparams.n_batch = settings.batch_size
+        cparams.n_ubatch = min(settings.ubatch_size, settings.batch_size)
+        cparams.n_seq_max = n_seq_max
+        cparams.n_threads = settings.threads
+        cparams.n_threads_batch = settings.threads_batch or settings.threads
+        cparams.flash_attn_type = _FLASH_ATTN[settings.flash_attn]
+        cparams.type_k = GGML_TYPE_ID[settings.cache_type_k]
+        cparams.type_v = GGML_TYPE_ID[settings.cache_type_v]
+        cparams.kv_unified = True
+        cparams.no_perf = True
+        ctx = llama_cpp.llama_init_from_model(model, cparams)
+        if not ctx:
+            llama_cpp.llama_model_free(model)
+            hint = ""
+            if settings.cache_type_v not in ("f16", "f32", "bf16") and settings.flash_attn == "off":
+                hint = " (a quantised V cache needs flash attention: use -fa on or auto)"
+            raise ModelLoadError(
+                f"llama.cpp could not create a context with n_ctx={settings.ctx_size}, "
+                f"n_seq_max={n_seq_max}{hint}; the model may not fit in memory"
+            )
+        self.ctx = ctx
+        self.vocab = llama_cpp.llama_model_get_vocab(model)
+        self.memory = llama_cpp.llama_get_memory(ctx)
+        self.n_ctx = int(llama_cpp.llama_n_ctx(ctx))
+        self.n_batch = int(llama_cpp.llama_n_batch(ctx))
+        self.n_vocab = int(llama_cpp.llama_vocab_n_tokens(self.vocab))
+        self._piece_cache: dict[int, bytes] = {}
+        self._piece_buf = ctypes.create_string_buffer(256)
+        self.eog_tokens = frozenset(
+            t for t in range(self.n_vocab) if llama_cpp.llama_vocab_is_eog(self.vocab, t)
+        )
+        self.info = self._read_info(model_path)
+        self.kv_bytes_per_cell = kv_bytes_per_cell(
+            self.info.n_layer,
+            self.info.n_embd_k_gqa,
+            self.info.n_embd_v_gqa,
+            settings.cache_type_k,
+            settings.cache_type_v,
+        )
+        self.n_gpu_layers = (
+            min(self.info.n_layer + 1, mparams.n_gpu_layers) if gpu_offload_supported() else 0
+        )
+        log.info(
+            "loaded %s: %s, %d layers, n_ctx=%d, n_seq_max=%d, KV %d bytes/cell",
+            model_path.name,
+            self.info.architecture,
+            self.info.n_layer,
+            self.n_ctx,
+            n_seq_max,
+            self.kv_bytes_per_cell,
+        )
+
+    # ---- metadata -------------------------------------------------------
+    def meta(self, key: str) -> str | None:
+        buf = ctypes.create_string_buffer(1 << 16)
+        n = llama_cpp.llama_model_meta_val_str(self.model, key.encode(), buf, len(buf))
+        if n < 0:
+            return None
+        if n >= len(buf):
+            buf = ctypes.create_string_buffer(n + 1)
+            llama_cpp.llama_model_meta_val_str(self.model, key.encode(), buf, len(buf))
+        return buf.value.decode(errors="replace")
+
+    def _meta_int(self, key: str, default: int) -> int:
+        value = self.meta(key)
+        try:
+            return int(value) if value is not None else default
+        except ValueError:
+            return default
+
+    def _read_info(self, path: Path) -> ModelInfo:
+        arch = self.meta("general.architecture") or "unknown"
+        n_head = int(llama_cpp.llama_model_n_head(self.model))
+        n_head_kv = int(llama_cpp.llama_model_n_head_kv(self.model))
+        n_embd = int(llama_cpp.llama_model_n_embd(self.model))
+        head_k = self._meta_int(f"{arch}.attention.key_length", n_embd // max(n_head, 1))
+        head_v = self._meta_int(f"{arch}.attention.value_length", n_embd // max(n_head, 1))
+        bos = llama_cpp.llama_vocab_bos(self.vocab)
+        eos = llama_cpp.llama_vocab_eos(self.vocab)
+        return ModelInfo(
+            path=path,
+            architecture=arch,
+            n_ctx_train=int(llama_cpp.llama_model_n_ctx_train(self.model)),
+            n_layer=int(llama_cpp.llama_model_n_layer(self.model)),
+            n_head=n_head,
+            n_head_kv=n_head_kv,
+            n_embd=n_embd,
+            n_embd_k_gqa=head_k * n_head_kv,
+            n_embd_v_gqa=head_v * n_head_kv,
+            n_vocab=self.n_vocab,
+            n_params=int(llama_cpp.llama_model_n_params(self.model)),
+            size_bytes=os.path.getsize(path),
+            chat_template=self.meta("tokenizer.chat_template"),
+            bos_token=self.token_text(bos) if bos >= 0 else "",
+            eos_token=self.token_text(eos) if eos >= 0 else "",
+        )
+
+    # ---- vocabulary ------------------------------------------------------
+    def token_text(self, token: int) -> str:
+        raw = llama_cpp.llama_vocab_get_text(self.vocab, token)
+        return raw.decode(errors="replace") if raw else ""
+
+    def tokenize(self, text: str, *, add_special: bool, parse_special: bool) -> list[int]:
+        data = text.encode()
+        cap = len(data) + 8
+        buf = (llama_cpp.llama_token * cap)()
+        n = llama_cpp.llama_tokenize(
+            self.vocab, data, len(data), buf, cap, add_special, parse_special
+        )
+        if n < 0:
+            cap = -n
+            buf = (llama_cpp.llama_token * cap)()
+            n = llama_cpp.llama_tokenize(
+                self.vocab, data, len(data), buf, cap, add_special, parse_special
+            )
+        return list(buf[:n])
+
+    def token_piece(self, token: int) -> bytes:
+        """The bytes a token renders to (control tokens render empty)."""
+        piece = self._piece_cache.get(token)
+        if piece is None:
+            buf = self._piece_buf
+            n = llama_cpp.llama_token_to_piece(self.vocab, token, buf, len(buf), 0, False)
+            if n < 0:
+                buf = ctypes.create_string_buffer(-n)
+                n = llama_cpp.llama_token_to_piece(self.vocab, token, buf, len(buf), 0, False)
+            piece = buf.raw[:n]
+            self._piece_cache[token] = piece
+        return piece
+
+    def detokenize(self, tokens: list[int]) -> str:
+        return b"".join(self.token_piece(t) for t in tokens).decode(errors="replace")
+
+    @property
+    def add_bos(self) -> bool:
+        return bool(llama_cpp.llama_vocab_get_add_bos(self.vocab))
+
+    # ---- teardown --------------------------------------------------------
+    def close(self) -> None:
+        if getattr(self, "ctx", None):
+            llama_cpp.llama_free(self.ctx)
+            self.ctx = None
+        if getattr(self, "model", None):
+            llama_cpp.llama_model_free(self.model)
+            self.model = None

@@ -1,0 +1,76 @@
+"""What goes into the scheduler (a request) and what comes out (events)."""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+_ids = itertools.count(1)
+
+
+@dataclass
+class SamplingParams:
+    """Per-sequence sampling, mapped onto a llama.cpp sampler chain."""
+
+    temperature: float = 0.8
+    top_k: int = 40
+    top_p: float = 0.95
+    min_p: float = 0.05
+    repeat_penalty: float = 1.0
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    penalty_last_n: int = 64
+    seed: int | None = None
+    logit_bias: dict[int, float] = field(default_factory=dict)
+    grammar: str | None = None
+    ignore_eos: bool = False
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature <= 0.0
+
+
+@dataclass
+class TokenEvent:
+    """New text for the client (already stop-string filtered)."""
+
+    text: str
+    token_ids: list[int]
+
+
+@dataclass
+class FinishEvent:
+    """The sequence ended; carries the usage and timing figures."""
+
+    finish_reason: str  # "stop" | "length" | "cancelled"
+    prompt_tokens: int
+    completion_tokens: int
+    cached_tokens: int
+    ttft_ms: float | None
+    gen_tokens_per_s: float | None
+
+
+@dataclass
+class ErrorEvent:
+    """The sequence failed inside the engine."""
+
+    message: str
+
+
+EngineEvent = TokenEvent | FinishEvent | ErrorEvent
+EventSink = Callable[[EngineEvent], None]
+
+
+@dataclass
+class GenerationRequest:
+    """One sequence to generate. ``sink`` is called from the scheduler thread."""
+
+    prompt_tokens: list[int]
+    max_tokens: int
+    sampling: SamplingParams
+    sink: EventSink
+    stop: list[str] = field(default_factory=list)
+    request_id: int = field(default_factory=lambda: next(_ids))
+    arrival: float = field(default_factory=time.perf_counter)

@@ -1,0 +1,435 @@
+"""Continuous batching over llama.cpp's low-level API, on one thread.
+
+Every step builds one ``llama_batch``: one token for each generating sequence,
+then prompt chunks of admitted sequences up to ``n_batch`` (chunked prefill),
+and calls ``llama_decode`` once. Finished or cancelled sequences free their KV
+at once and waiting requests are admitted in the very next step.
+
+Prefix sharing: a new prompt that shares a prefix with KV already held (a
+running sequence or a finished one kept in the prefix cache) gets those cells
+through ``llama_memory_seq_cp`` instead of recomputing them. When several
+requests with the same long system prompt arrive together, the first one
+prefills it and the others wait until it is computed, then copy it: N requests,
+one prefill.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections import OrderedDict, deque
+
+import llama_cpp
+import numpy as np
+
+from backend.engine.engine_stats import EngineStats
+from backend.engine.errors import EngineStoppedError, QueueFullError
+from backend.engine.kv_accounting import KvAccounting
+from backend.engine.model_runtime import ModelRuntime
+from backend.engine.request_types import ErrorEvent, FinishEvent, TokenEvent
+from backend.engine.sequence import CacheEntry, Sequence, common_prefix
+
+log = logging.getLogger(__name__)
+
+# Wait for a running prefill rather than recompute, when it would save this many tokens.
+MIN_SHARED_PREFIX = 32
+
+
+class Scheduler:
+    def __init__(
+        self, runtime: ModelRuntime, *, parallel: int, cache_entries: int, max_queue: int
+    ) -> None:
+        self.rt = runtime
+        self.parallel = parallel
+        self.cache_entries = cache_entries
+        self.max_queue = max_queue
+        self.stats = EngineStats()
+        self._inbox: queue.SimpleQueue[tuple[str, object]] = queue.SimpleQueue()
+        self._queued_lock = threading.Lock()
+        self._queued = 0
+        self._waiting: deque[Sequence] = deque()
+        self._running: list[Sequence] = []
+        self._cache: OrderedDict[int, CacheEntry] = OrderedDict()
+        self._free_ids = list(range(runtime.n_seq_max - 1, -1, -1))
+        self._kv = KvAccounting(runtime.n_ctx)
+        self._admit_counter = 0
+        self._n_batch = runtime.n_batch
+        self._batch = llama_cpp.llama_batch_init(self._n_batch, 0, 1)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="quantdesk-scheduler", daemon=True)
+        self.failure: str | None = None
+        self.watermark = max(8, min(256, runtime.n_ctx // 32))
+        self.preemptions = 0
+
+    # ---- called from any thread ------------------------------------------------
+    def start(self) -> None:
+        self._thread.start()
+
+    def submit(self, seq: Sequence) -> None:
+        if self._stop.is_set() or self.failure:
+            raise EngineStoppedError(self.failure or "the engine is shutting down")
+        with self._queued_lock:
+            if self._queued >= self.max_queue + self.parallel:
+                self.stats.rejected_busy += 1
+                raise QueueFullError(
+                    f"server busy: {self.parallel} sequences running and "
+                    f"{self.max_queue} waiting; retry shortly"
+                )
+            self._queued += 1
+        self._inbox.put(("submit", seq))
+
+    def cancel(self, request_id: int) -> None:
+        self._inbox.put(("cancel", request_id))
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._inbox.put(("stop", None))
+        if self._thread.is_alive() and threading.current_thread() is not self._thread:
+            self._thread.join(timeout=30)
+
+    def close(self) -> None:
+        self.stop()
+        llama_cpp.llama_batch_free(self._batch)
+
+    # ---- scheduler thread --------------------------------------------------------
+    def _run(self) -> None:
+        llama_cpp.llama_set_n_threads(
+            self.rt.ctx,
+            self.rt.settings.threads,
+            self.rt.settings.threads_batch or self.rt.settings.threads,
+        )
+        try:
+            while not self._stop.is_set():
+                idle = not self._running and not self._waiting
+                self._drain_inbox(block=idle)
+                if self._stop.is_set():
+                    break
+                self._admit()
+                if self._running:
+                    self._step()
+                self._publish_gauges()
+        except Exception as exc:  # never leave clients hanging
+            log.exception("scheduler crashed")
+            self.failure = f"engine failure: {exc}"
+            for seq in [*self._running, *self._waiting]:
+                self._emit_error(seq, self.failure)
+        finally:
+            for seq in [*self._running, *self._waiting]:
+                if not self.failure:
+                    self._emit_error(seq, "the server is shutting down")
+            self._running.clear()
+            self._waiting.clear()
+
+    def _drain_inbox(self, *, block: bool) -> None:
+        try:
+            item = self._inbox.get(timeout=0.5) if block else self._inbox.get_nowait()
+        except queue.Empty:
+            return
+        while True:
+            kind, payload = item
+            if kind == "submit":
+                assert isinstance(payload, Sequence)
+                self._waiting.append(payload)
+                self.stats.prompt_total += payload.n_prompt
+            elif kind == "cancel":
+                assert isinstance(payload, int)
+                self._cancel(payload)
+            try:
+                item = self._inbox.get_nowait()
+            except queue.Empty:
+                return
+
+    def _cancel(self, request_id: int) -> None:
+        for seq in list(self._waiting):
+            if seq.request.request_id == request_id:
+                self._waiting.remove(seq)
+                self._dequeued()
+                self._finish(seq, "cancelled")
+                return
+        for seq in list(self._running):
+            if seq.request.request_id == request_id:
+                self._finish(seq, "cancelled")
+                return
+
+    def _dequeued(self) -> None:
+        with self._queued_lock:
+            self._queued -= 1
+
+    # ---- admission -----------------------------------------------------------------
+    def _pending_cells(self) -> int:
+        return sum(s.remaining for s in self._running)
+
+    def _admit(self) -> None:
+        if not self._waiting or len(self._running) >= self.parallel:
+            return
+        deferred: list[Sequence] = []
+        while self._waiting and len(self._running) < self.parallel:
+            seq = self._waiting.popleft()
+            outcome = self._try_admit(seq)
+            if outcome == "admitted":
+                continue
+            if outcome == "defer":
+                deferred.append(seq)
+                continue
+            self._waiting.appendleft(seq)  # no room: keep FIFO order
+            break
+        self._waiting.extendleft(reversed(deferred))
+
+    def _best_source(self, seq: Sequence) -> tuple[int, int, bool]:
+        """(matched tokens, source seq id or -1, source is a cache entry)."""
+        target = np.asarray(seq.tokens, dtype=np.int32)
+        limit = len(seq.tokens) - 1  # at least one token must be decoded for logits
+        best, best_src, best_cached = 0, -1, False
+        for entry in self._cache.values():
+            n = min(common_prefix(target, entry.tokens), limit)
+            if n > best:
+                best, best_src, best_cached = n, entry.seq_id, True
+        for run in self._running:
+            n = min(common_prefix(target, run.prompt_array), limit, run.n_past)
+            if n > best:
+                best, best_src, best_cached = n, run.seq_id, False
+        return best, best_src, best_cached
+
+    def _worth_waiting(self, seq: Sequence, available: int) -> bool:
+        """A running prefill will soon hold a longer shared prefix than is available now."""
+        target = np.asarray(seq.tokens, dtype=np.int32)
+        for run in self._running:
+            if run.n_past >= run.n_prompt:
+                continue
+            future = min(common_prefix(target, run.prompt_array), len(seq.tokens) - 1)
+            if future - available >= MIN_SHARED_PREFIX and future > run.n_past:
+                return True
+        return False
+
+    def _try_admit(self, seq: Sequence) -> str:
+        matched, src, src_cached = self._best_source(seq)
+        if self._worth_waiting(seq, matched):
+            return "defer"
+        need = len(seq.tokens) - matched
+        protect = {src} if src >= 0 else set()
+        while self._kv.free - self._pending_cells() - need < self.watermark:
+            if not self._evict_cache_entry(protect):
+                if self._running:
+                    return "wait"
+                break  # alone: admission control already checked it fits in n_ctx
+        if not self._free_ids and not (src_cached and src in self._cache):
+            self._evict_cache_entry(protect)
+        if self._free_ids:
+            seq.seq_id = self._free_ids.pop()
+            if matched > 0:
+                llama_cpp.llama_memory_seq_cp(self.rt.memory, src, seq.seq_id, 0, matched)
+                self._kv.copy_prefix(src, seq.seq_id, matched)
+        elif src_cached and src in self._cache:
+            # adopt the cache entry itself: keep its first `matched` cells
+            self._cache.pop(src)
+            seq.seq_id = src
+            llama_cpp.llama_memory_seq_rm(self.rt.memory, src, matched, -1)
+            self._kv.truncate(src, matched)
+        else:
+            return "wait"
+        seq.n_past = matched
+        if seq.preempted == 0:
+            seq.cached_tokens = matched
+            if matched > 0:
+                self.stats.prefix_hits += 1
+                self.stats.prefix_tokens_saved += matched
+            else:
+                self.stats.prefix_misses += 1
+        if src_cached and src in self._cache:
+            self._cache.move_to_end(src)
+        self._admit_counter += 1
+        seq.admit_order = self._admit_counter
+        self._running.append(seq)
+        self._dequeued()
+        return "admitted"
+
+    def _evict_cache_entry(self, protect: set[int]) -> bool:
+        for seq_id in self._cache:
+            if seq_id not in protect:
+                self._cache.pop(seq_id)
+                self._release_seq_id(seq_id)
+                return True
+        return False
+
+    def _release_seq_id(self, seq_id: int) -> None:
+        llama_cpp.llama_memory_seq_rm(self.rt.memory, seq_id, -1, -1)
+        self._kv.remove(seq_id)
+        self._free_ids.append(seq_id)
+
+    def _preempt_youngest(self) -> bool:
+        if len(self._running) <= 1:
+            return False
+        victim = max(self._running, key=lambda s: s.admit_order)
+        self._running.remove(victim)
+        self._release_seq_id(victim.seq_id)
+        victim.seq_id = -1
+        victim.n_past = 0
+        victim.preempted += 1
+        self.preemptions += 1
+        with self._queued_lock:
+            self._queued += 1
+        self._waiting.appendleft(victim)
+        log.info(
+            "KV cache full: preempted request %d (recomputed later)", victim.request.request_id
+        )
+        return True
+
+    # ---- one decode step ------------------------------------------------------------
+    def _plan(self) -> list[tuple[Sequence, int]]:
+        plan: list[tuple[Sequence, int]] = []
+        budget = self._n_batch
+        for seq in self._running:  # generating sequences first: one token each
+            if seq.generating and budget > 0:
+                plan.append((seq, 1))
+                budget -= 1
+        for seq in self._running:  # then prompt chunks
+            if not seq.generating and seq.remaining > 0 and budget > 0:
+                chunk = min(seq.remaining, budget)
+                plan.append((seq, chunk))
+                budget -= chunk
+        return plan
+
+    def _step(self) -> None:
+        t0 = time.perf_counter()
+        plan = self._plan()
+        need = sum(n for _, n in plan)
+        while need > self._kv.free:
+            if not (self._evict_cache_entry(set()) or self._preempt_youngest()):
+                break
+            plan = self._plan()
+            need = sum(n for _, n in plan)
+        if not plan:
+            return
+        batch = self._batch
+        i = 0
+        logits_at: list[tuple[Sequence, int]] = []
+        prompt_tokens = 0
+        for seq, n in plan:
+            sid = seq.seq_id
+            start = seq.n_past
+            toks = seq.tokens
+            last = start + n == len(toks)
+            for j in range(n):
+                batch.token[i] = toks[start + j]
+                batch.pos[i] = start + j
+                batch.n_seq_id[i] = 1
+                batch.seq_id[i][0] = sid
+                batch.logits[i] = 0
+                i += 1
+            if last:
+                batch.logits[i - 1] = 1
+                logits_at.append((seq, i - 1))
+            if not seq.generating:
+                prompt_tokens += n
+        batch.n_tokens = i
+        t_dec = time.perf_counter()
+        rc = llama_cpp.llama_decode(self.rt.ctx, batch)
+        decode_s = time.perf_counter() - t_dec
+        if rc != 0:
+            self._decode_failed(rc, plan)
+            return
+        for seq, n in plan:
+            self._kv.extend(seq.seq_id, n)
+            seq.n_past += n
+        gen_tokens = 0
+        t_samp = time.perf_counter()
+        for seq, index in logits_at:
+            token = seq.sampler.sample(self.rt.ctx, index)
+            gen_tokens += 1
+            self._on_token(seq, token)
+        sample_s = time.perf_counter() - t_samp
+        step_s = time.perf_counter() - t0
+        self.stats.record_step(step_s, step_s - decode_s - sample_s, prompt_tokens, gen_tokens, i)
+
+    def _decode_failed(self, rc: int, plan: list[tuple[Sequence, int]]) -> None:
+        for seq, _ in plan:  # drop anything half-written by the failed call
+            llama_cpp.llama_memory_seq_rm(self.rt.memory, seq.seq_id, seq.n_past, -1)
+        if rc == 1 and self._preempt_youngest():
+            return
+        message = f"llama_decode failed (code {rc})"
+        if rc == 1:
+            message = "the KV cache has no room for this sequence"
+        log.error("%s", message)
+        for seq, _ in plan:
+            if seq in self._running:
+                self._emit_error(seq, message)
+                self._running.remove(seq)
+                self._release_seq_id(seq.seq_id)
+
+    def _on_token(self, seq: Sequence, token: int) -> None:
+        now = time.perf_counter()
+        if seq.t_first is None:
+            seq.t_first = now
+            self.stats.record_ttft(1000.0 * (now - seq.request.arrival))
+        elif seq.t_last is not None:
+            self.stats.record_itl(1000.0 * (now - seq.t_last))
+        seq.t_last = now
+        req = seq.request
+        if token in self.rt.eog_tokens and not req.sampling.ignore_eos:
+            self._finish(seq, "stop")
+            return
+        seq.tokens.append(token)
+        seq.completion_tokens += 1
+        text = seq.detector.feed(self.rt.token_piece(token))
+        if text:
+            req.sink(TokenEvent(text, [token]))
+        if seq.detector.stopped:
+            self._finish(seq, "stop")
+        elif seq.completion_tokens >= req.max_tokens or len(seq.tokens) >= self.rt.n_ctx:
+            self._finish(seq, "length")
+
+    def _finish(self, seq: Sequence, reason: str) -> None:
+        req = seq.request
+        if reason != "cancelled":
+            tail = seq.detector.flush()
+            if tail:
+                req.sink(TokenEvent(tail, []))
+        ttft = 1000.0 * (seq.t_first - req.arrival) if seq.t_first else None
+        gen_rate = None
+        if seq.t_first and seq.t_last and seq.completion_tokens > 1 and seq.t_last > seq.t_first:
+            gen_rate = (seq.completion_tokens - 1) / (seq.t_last - seq.t_first)
+        req.sink(
+            FinishEvent(
+                reason, seq.n_prompt, seq.completion_tokens, seq.cached_tokens, ttft, gen_rate
+            )
+        )
+        seq.sampler.close()
+        if reason == "cancelled":
+            self.stats.cancelled += 1
+        else:
+            self.stats.completed += 1
+        if seq in self._running:
+            self._running.remove(seq)
+            self._retire(seq, keep=reason != "cancelled")
+
+    def _retire(self, seq: Sequence, *, keep: bool) -> None:
+        """Free the sequence's KV at once, or keep it as a prefix-cache entry."""
+        if keep and self.cache_entries > 0 and seq.n_past > 0:
+            llama_cpp.llama_memory_seq_rm(self.rt.memory, seq.seq_id, seq.n_past, -1)
+            self._kv.truncate(seq.seq_id, seq.n_past)
+            entry = CacheEntry(seq.seq_id, np.asarray(seq.tokens[: seq.n_past], dtype=np.int32))
+            self._cache[seq.seq_id] = entry
+            while len(self._cache) > self.cache_entries:
+                self._evict_cache_entry({seq.seq_id})
+        else:
+            self._release_seq_id(seq.seq_id)
+        seq.seq_id = -1
+
+    def _emit_error(self, seq: Sequence, message: str) -> None:
+        self.stats.errors += 1
+        try:
+            seq.request.sink(ErrorEvent(message))
+        finally:
+            seq.sampler.close()
+
+    def _publish_gauges(self) -> None:
+        stats = self.stats
+        with stats.lock():
+            stats.running = len(self._running)
+            stats.queued = len(self._waiting)
+            stats.kv_cells_used = self._kv.used
+            stats.kv_cells_total = self._kv.n_cells
+            stats.kv_bytes_per_cell = self.rt.kv_bytes_per_cell
+            stats.prefix_entries = len(self._cache)

@@ -1,0 +1,62 @@
+"""A sequence inside the scheduler: its tokens, KV progress, sampler and timings."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from backend.engine.request_types import GenerationRequest
+from backend.engine.sampler_chain import SamplerChain
+from backend.engine.stop_detector import StopDetector
+
+
+@dataclass(eq=False)
+class Sequence:
+    """``tokens`` is everything that will be in the KV cache: the prompt and each
+    sampled token. ``n_past`` of them are decoded; the rest are decoded in chunks,
+    and logits are read at the last one. Generation is a one-token prefill."""
+
+    request: GenerationRequest
+    sampler: SamplerChain
+    detector: StopDetector
+    tokens: list[int]
+    prompt_array: np.ndarray
+    n_prompt: int
+    seq_id: int = -1
+    n_past: int = 0
+    completion_tokens: int = 0
+    cached_tokens: int = 0
+    admit_order: int = 0
+    t_first: float | None = None
+    t_last: float | None = None
+    cancelled: bool = False
+    preempted: int = 0
+    admitted_at: float = field(default_factory=time.perf_counter)
+
+    @property
+    def remaining(self) -> int:
+        """Tokens still to decode before logits can be read."""
+        return len(self.tokens) - self.n_past
+
+    @property
+    def generating(self) -> bool:
+        return self.completion_tokens > 0 and self.remaining == 1
+
+
+@dataclass(eq=False)
+class CacheEntry:
+    """A finished sequence whose KV is kept so later prompts can reuse its prefix."""
+
+    seq_id: int
+    tokens: np.ndarray
+
+
+def common_prefix(a: np.ndarray, b: np.ndarray) -> int:
+    """Length of the common prefix of two token arrays."""
+    n = min(len(a), len(b))
+    if n == 0:
+        return 0
+    diff = np.flatnonzero(a[:n] != b[:n])
+    return int(diff[0]) if len(diff) else n

@@ -1,0 +1,82 @@
+"""Build the FastAPI app. The engine lives on ``app.state`` and its lifetime in the lifespan.
+
+The model loads in a background thread so that ``/health`` answers 503 while it loads.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.middleware.cors import CORSMiddleware
+from prometheus_client import CollectorRegistry
+
+from backend.engine.engine import Engine
+from backend.server.errors import install_error_handlers
+from backend.server.metrics_collector import EngineCollector
+from backend.server.routes import chat, completions, models, monitoring
+from backend.settings import EngineSettings, ServerSettings
+
+log = logging.getLogger(__name__)
+
+
+def create_app(
+    engine_settings: EngineSettings,
+    server_settings: ServerSettings,
+    *,
+    on_load_failed: Callable[[str], None] | None = None,
+) -> FastAPI:
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        loader = threading.Thread(target=_load, args=(app,), name="model-loader", daemon=True)
+        loader.start()
+        try:
+            yield
+        finally:
+            loader.join(timeout=60)
+            engine: Engine | None = app.state.engine
+            if engine is not None:
+                engine.close()
+                app.state.engine = None
+
+    def _load(app: FastAPI) -> None:
+        try:
+            engine = Engine(engine_settings)
+            app.state.engine = engine
+            engine.start(warmup=True)
+            log.info("ready: serving %s", engine.model_id)
+        except Exception as exc:
+            log.error("model load failed: %s", exc)
+            app.state.load_error = str(exc)
+            if on_load_failed is not None:
+                on_load_failed(str(exc))
+
+    app = FastAPI(title="QuantDesk", version="0.1.0", lifespan=lifespan)
+    app.state.engine = None
+    app.state.load_error = None
+    app.state.engine_settings = engine_settings
+    app.state.server_settings = server_settings
+
+    def snapshot() -> dict[str, Any] | None:
+        engine: Engine | None = app.state.engine
+        return engine.stats() if engine is not None and engine.ready else None
+
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(EngineCollector(snapshot))
+    app.state.metrics_registry = registry
+
+    if server_settings.cors_origins:
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=server_settings.cors_origins,
+            allow_methods=["GET", "POST", "OPTIONS"],
+            allow_headers=["Authorization", "Content-Type"],
+        )
+    install_error_handlers(app)
+    for module in (chat, completions, models, monitoring):
+        app.include_router(module.router)
+    return app

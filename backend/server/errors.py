@@ -1,0 +1,102 @@
+"""OpenAI-shaped error bodies: ``{"error": {"message", "type", "param", "code"}}``."""
+
+from __future__ import annotations
+
+import logging
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from backend.engine.errors import (
+    ContextOverflowError,
+    EngineStoppedError,
+    InvalidRequestError,
+    QueueFullError,
+)
+
+log = logging.getLogger(__name__)
+
+
+class ApiError(Exception):
+    """An error answered as-is by the exception handler."""
+
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        type_: str = "invalid_request_error",
+        param: str | None = None,
+        code: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.type = type_
+        self.param = param
+        self.code = code
+        self.headers = headers
+
+
+def error_body(message: str, type_: str, param: str | None, code: str | None) -> dict[str, object]:
+    return {"error": {"message": message, "type": type_, "param": param, "code": code}}
+
+
+def _response(err: ApiError) -> JSONResponse:
+    return JSONResponse(
+        error_body(err.message, err.type, err.param, err.code),
+        status_code=err.status,
+        headers=err.headers,
+    )
+
+
+def to_api_error(exc: Exception) -> ApiError:
+    """Map engine exceptions onto HTTP statuses."""
+    if isinstance(exc, ApiError):
+        return exc
+    if isinstance(exc, ContextOverflowError):
+        return ApiError(400, str(exc), param=exc.param, code="context_length_exceeded")
+    if isinstance(exc, InvalidRequestError):
+        return ApiError(400, str(exc), param=exc.param, code="invalid_value")
+    if isinstance(exc, QueueFullError):
+        return ApiError(
+            429,
+            str(exc),
+            type_="rate_limit_error",
+            code="server_busy",
+            headers={"Retry-After": str(exc.retry_after_s)},
+        )
+    if isinstance(exc, EngineStoppedError):
+        return ApiError(503, str(exc), type_="server_error", code="engine_unavailable")
+    log.exception("unhandled error", exc_info=exc)
+    return ApiError(500, f"internal error: {exc}", type_="server_error", code="internal_error")
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(ApiError)
+    async def _api_error(_: Request, exc: ApiError) -> JSONResponse:
+        return _response(exc)
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = exc.errors()
+        first = errors[0] if errors else {"loc": (), "msg": "invalid request"}
+        loc = [str(p) for p in first.get("loc", ()) if p != "body"]
+        param = ".".join(loc) or None
+        if first.get("type") == "json_invalid":
+            message = "the request body is not valid JSON"
+        else:
+            message = f"{param or 'body'}: {first.get('msg')}"
+        return _response(ApiError(400, message, param=param, code="invalid_request"))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        type_ = "not_found_error" if exc.status_code == 404 else "invalid_request_error"
+        return _response(ApiError(exc.status_code, str(exc.detail), type_=type_))
+
+    @app.exception_handler(Exception)
+    async def _any(_: Request, exc: Exception) -> JSONResponse:
+        return _response(to_api_error(exc))

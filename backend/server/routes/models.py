@@ -1,0 +1,34 @@
+"""GET /v1/models."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Depends, Request
+
+from backend.server.auth import require_api_key
+from backend.server.generation import ready_engine
+
+router = APIRouter(dependencies=[Depends(require_api_key)])
+
+
+def model_card(request: Request) -> dict[str, Any]:
+    engine = ready_engine(request)
+    return {
+        "id": engine.model_id,
+        "object": "model",
+        "created": engine.created,
+        "owned_by": "quantdesk",
+        "meta": {
+            "path": str(engine.model_path),
+            "n_ctx": engine.n_ctx,
+            "n_ctx_train": engine.runtime.info.n_ctx_train,
+            "n_params": engine.runtime.info.n_params,
+            "size": engine.runtime.info.size_bytes,
+        },
+    }
+
+
+@router.get("/v1/models")
+async def list_models(request: Request) -> dict[str, Any]:
+    return {"object": "list", "data": [model_card(request)]}

@@ -1,0 +1,75 @@
+"""A real QuantDesk server on the embedded SmolLM2, in-process on a free loopback port."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import httpx
+import pytest
+from openai import OpenAI
+
+from backend.server.runner import ServerHandle
+from backend.settings import EngineSettings, ServerSettings
+
+
+@dataclass
+class LiveServer:
+    handle: ServerHandle
+    base_url: str
+    api_key: str | None
+
+    def client(self, **kwargs: object) -> OpenAI:
+        return OpenAI(
+            base_url=f"{self.base_url}/v1",
+            api_key=self.api_key or "unused",
+            max_retries=0,
+            **kwargs,
+        )  # type: ignore[arg-type]
+
+    def stats(self) -> dict:
+        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        r = httpx.get(f"{self.base_url}/v1/stats", headers=headers, timeout=10)
+        r.raise_for_status()
+        return r.json()
+
+
+def wait_healthy(base_url: str, timeout: float = 120.0) -> list[int]:
+    """Poll /health until 200; return the statuses seen."""
+    seen: list[int] = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            status = httpx.get(f"{base_url}/health", timeout=5).status_code
+            seen.append(status)
+            if status == 200:
+                return seen
+        except httpx.TransportError:
+            pass
+        time.sleep(0.05)
+    raise TimeoutError(f"server at {base_url} not healthy; saw {seen[-5:]}")
+
+
+def start_server(api_key: str | None = None, **engine_kw: object) -> LiveServer:
+    engine_defaults: dict[str, object] = {"ctx_size": 4096, "parallel": 8, "threads": 2, "seed": 1}
+    engine_defaults.update(engine_kw)
+    engine = EngineSettings(**engine_defaults)  # type: ignore[arg-type]
+    server = ServerSettings(
+        host="127.0.0.1",
+        port=0,
+        api_key=api_key,
+        cors_origins=["http://allowed.example"],
+        max_tokens_limit=512,
+    )
+    handle = ServerHandle(engine, server)
+    handle.start_thread()
+    return LiveServer(handle, handle.base_url, api_key)
+
+
+@pytest.fixture(scope="package")
+def live_server() -> Iterator[LiveServer]:
+    server = start_server()
+    wait_healthy(server.base_url)
+    yield server
+    server.handle.stop()
