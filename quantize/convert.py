@@ -24,6 +24,7 @@ from quantize.errors import (
     ConverterNotInstalledError,
     MissingTokenizerError,
     NotAModelFolderError,
+    QuantizeError,
     SourceNotFoundError,
     UnsupportedArchitectureError,
 )
@@ -169,7 +170,7 @@ def convert_hf_to_gguf(
 
 def _conversion_error(
     tail: list[str], unsupported: list[str], arch: str, folder: Path
-) -> ConversionError:
+) -> QuantizeError:
     if unsupported:
         return UnsupportedArchitectureError(
             f"llama.cpp's converter does not support the architecture {unsupported[0]}"

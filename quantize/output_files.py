@@ -46,17 +46,11 @@ def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
 
 
 def default_output_dir() -> Path:
-    """The library's models folder, where new outputs appear in the library."""
+    """The library's models folder, so new outputs appear in the library."""
     try:
-        from backend.hub import library  # type: ignore[attr-defined]
-
-        models_dir = getattr(library, "models_dir", None)
-        if callable(models_dir):
-            path = Path(models_dir())
-            path.mkdir(parents=True, exist_ok=True)
-            return path
+        from backend.hub.hub_settings import HubSettings
     except ImportError:
-        pass
-    from backend.settings.paths import subdir
+        from backend.settings.paths import subdir
 
-    return subdir("models")
+        return subdir("models")
+    return HubSettings.model_validate({}).library_dir()

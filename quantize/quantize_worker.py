@@ -1,0 +1,116 @@
+"""Child process that runs ``llama_model_quantize`` and reports progress as JSON lines.
+
+``llama_model_quantize`` has no abort hook, so the parent runs it here and terminates this
+process to cancel. Usage: ``python -m quantize.quantize_worker '<json job>'``; each stdout
+line is a JSON event: ``tensor``, ``fallback``, ``log`` and finally ``done`` or ``error``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from quantize.quant_log import FallbackEvent, LineAssembler, TensorEvent, parse_line
+
+
+@contextmanager
+def captured_llama_log(on_line: Callable[[str], None]) -> Iterator[None]:
+    """Route llama.cpp's log through ``on_line`` (whole lines); restore the previous logger."""
+    import llama_cpp
+
+    previous_cb = llama_cpp.llama_log_callback()
+    previous_ud = ctypes.c_void_p()
+    llama_cpp.llama_log_get(ctypes.byref(previous_cb), ctypes.byref(previous_ud))
+    assembler = LineAssembler(on_line)
+
+    @llama_cpp.llama_log_callback  # type: ignore[misc]
+    def callback(level: int, text: bytes | None, user_data: ctypes.c_void_p) -> None:
+        if text:
+            assembler.feed(text.decode("utf-8", "replace"))
+
+    llama_cpp.llama_log_set(callback, ctypes.c_void_p(0))
+    try:
+        yield
+    finally:
+        assembler.flush()
+        llama_cpp.llama_log_set(previous_cb, previous_ud)
+
+
+def build_imatrix_array(entries: dict[str, Any]) -> tuple[Any, list[Any]]:
+    """A null-terminated ``llama_model_imatrix_data`` array, plus the buffers it points to."""
+    import llama_cpp
+    import numpy as np
+
+    keep: list[Any] = []
+    array = (llama_cpp.llama_model_imatrix_data * (len(entries) + 1))()
+    for i, (name, values) in enumerate(sorted(entries.items())):
+        data = np.ascontiguousarray(values, dtype=np.float32)
+        name_b = name.encode("utf-8")
+        keep.extend([data, name_b])
+        array[i].name = name_b
+        array[i].data = data.ctypes.data_as(ctypes.POINTER(ctypes.c_float))
+        array[i].size = data.size
+    array[len(entries)].name = None
+    array[len(entries)].size = 0
+    keep.append(array)
+    return array, keep
+
+
+def run_quantize(job: dict[str, Any], emit: Callable[[dict[str, Any]], None]) -> int:
+    """Quantise ``job["source"]`` to ``job["output"]``; returns llama.cpp's return code."""
+    import llama_cpp
+
+    params = llama_cpp.llama_model_quantize_default_params()
+    params.ftype = int(job["ftype"])
+    params.nthread = int(job.get("threads") or 0)
+    params.allow_requantize = bool(job.get("allow_requantize", False))
+    keep: list[Any] = []
+    if job.get("imatrix"):
+        from quantize.imatrix_file import load_imatrix
+
+        imatrix = load_imatrix(Path(job["imatrix"]))
+        array, keep = build_imatrix_array(imatrix.mean_squares())
+        params.imatrix = ctypes.cast(array, ctypes.POINTER(llama_cpp.llama_model_imatrix_data))
+
+    def on_line(line: str) -> None:
+        event = parse_line(line)
+        if isinstance(event, TensorEvent):
+            emit({"event": "tensor", **asdict(event)})
+        elif isinstance(event, FallbackEvent):
+            emit({"event": "fallback", **asdict(event)})
+        else:
+            emit({"event": "log", "line": line})
+
+    with captured_llama_log(on_line):
+        rc = llama_cpp.llama_model_quantize(
+            str(job["source"]).encode("utf-8"),
+            str(job["output"]).encode("utf-8"),
+            ctypes.byref(params),
+        )
+    del keep
+    return int(rc)
+
+
+def main(argv: list[str]) -> int:
+    def emit(event: dict[str, Any]) -> None:
+        sys.stdout.write(json.dumps(event) + "\n")
+        sys.stdout.flush()
+
+    job = json.loads(argv[1])
+    try:
+        rc = run_quantize(job, emit)
+    except Exception as exc:  # reported to the parent as an event
+        emit({"event": "error", "message": f"{type(exc).__name__}: {exc}"})
+        return 1
+    emit({"event": "done", "rc": rc})
+    return 0 if rc == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
