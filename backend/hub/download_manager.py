@@ -1,0 +1,398 @@
+"""Resumable, verified downloads from the Hub into the model library.
+
+A file is streamed into ``<library>/.downloads/<repo>/<file>.<sha>.part``; an
+interrupted download (cancel, crash, kill, network loss) resumes from the bytes
+already there with an HTTP Range request. When all bytes are in, the file is
+checked against the SHA-256 the Hub publishes for LFS files (or the git blob id
+of small files) and only then renamed into ``<library>/<owner>--<repo>/``.
+A mismatch deletes the partial file, so nothing unverified ever enters the library.
+
+huggingface_hub provides the metadata (``HfApi.model_info``), the URLs
+(``hf_hub_url``), the HEAD with redirects (``get_hf_file_metadata``), auth
+headers and its HTTP session; the byte loop is ours because ``hf_hub_download``
+(2.x) writes to a process-unique temp file that is deleted on failure, so it
+cannot resume after a crash, and it neither verifies SHA-256 nor refuses a
+download that cannot fit on disk.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import shutil
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+from huggingface_hub import constants, get_hf_file_metadata, hf_hub_url
+from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
+
+from backend.hub.errors import (
+    ChecksumMismatchError,
+    DiskSpaceError,
+    DownloadCancelledError,
+    DownloadError,
+    HubNotFoundError,
+)
+from backend.hub.hub_errors import hub_errors
+from backend.hub.hub_search import HubFile, RepoListing, list_repo_files
+from backend.hub.hub_settings import HubSettings
+
+log = logging.getLogger(__name__)
+
+PARTIAL_DIR = ".downloads"
+SOURCE_FILE = ".quantdesk-source.json"
+# Keep this much free beyond the download itself.
+DISK_MARGIN_BYTES = 64 << 20
+
+
+@dataclass(frozen=True)
+class DownloadProgress:
+    """Where one download stands; ``stage`` is ``downloading``, ``verifying`` or ``done``."""
+
+    repo_id: str
+    filename: str
+    stage: str
+    done_bytes: int
+    total_bytes: int | None
+    bytes_per_s: float
+    eta_s: float | None
+    file_index: int = 1
+    file_count: int = 1
+
+    @property
+    def fraction(self) -> float | None:
+        if not self.total_bytes:
+            return None
+        return min(1.0, self.done_bytes / self.total_bytes)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "fraction": self.fraction}
+
+
+ProgressCallback = Callable[[DownloadProgress], None]
+
+
+def repo_folder_name(repo_id: str) -> str:
+    """``owner/name`` -> ``owner--name`` (one folder per repo in the library)."""
+    return repo_id.replace("/", "--")
+
+
+def _safe_relative(filename: str) -> Path:
+    rel = Path(filename)
+    if rel.is_absolute() or ".." in rel.parts or not rel.parts:
+        raise DownloadError(f"refusing unsafe file name from the Hub: {filename!r}")
+    return rel
+
+
+class _RateMeter:
+    """Speed over a sliding window of a few seconds, and the ETA it implies."""
+
+    def __init__(self, window_s: float = 3.0) -> None:
+        self.window_s = window_s
+        self.samples: list[tuple[float, int]] = []
+
+    def add(self, done: int) -> float:
+        now = time.monotonic()
+        self.samples.append((now, done))
+        while len(self.samples) > 2 and now - self.samples[0][0] > self.window_s:
+            self.samples.pop(0)
+        t0, d0 = self.samples[0]
+        return (done - d0) / (now - t0) if now > t0 else 0.0
+
+
+def _hash_file(path: Path, algorithm: str, prefix: bytes = b"") -> str:
+    digest = hashlib.new(algorithm)
+    digest.update(prefix)
+    with path.open("rb") as fh:
+        while chunk := fh.read(8 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _verify(path: Path, hub_file: HubFile) -> None:
+    """Check SHA-256 (LFS files) or the git blob SHA-1 (small files) of a complete file."""
+    if hub_file.sha256:
+        actual = _hash_file(path, "sha256")
+        expected = hub_file.sha256.lower()
+        algo = "SHA-256"
+    elif hub_file.blob_id:
+        size = path.stat().st_size
+        actual = _hash_file(path, "sha1", prefix=f"blob {size}\0".encode())
+        expected = hub_file.blob_id.lower()
+        algo = "git blob SHA-1"
+    else:
+        log.warning("%s: the Hub published no checksum; size checked only", hub_file.path)
+        return
+    if actual != expected:
+        path.unlink(missing_ok=True)
+        raise ChecksumMismatchError(
+            f"{hub_file.path}: {algo} mismatch (expected {expected}, got {actual}); "
+            "the corrupt download was deleted and nothing was added to the library: "
+            "retry the download"
+        )
+
+
+def check_disk_space(folder: Path, needed: int, what: str) -> None:
+    """Raise DiskSpaceError when ``folder``'s disk cannot take ``needed`` more bytes."""
+    free = shutil.disk_usage(folder).free
+    if needed + DISK_MARGIN_BYTES > free:
+        raise DiskSpaceError(
+            f"not enough free disk space for {what}: it needs {needed / 1e9:.2f} GB, "
+            f"only {free / 1e9:.2f} GB free in {folder}; free some space or point "
+            "QUANTDESK_MODELS_DIR at a bigger disk"
+        )
+
+
+class DownloadManager:
+    """Downloads repo files into the library, one at a time, with progress and cancel."""
+
+    def __init__(
+        self,
+        settings: HubSettings | None = None,
+        *,
+        progress: ProgressCallback | None = None,
+        cancel: threading.Event | None = None,
+    ) -> None:
+        self.settings = settings or HubSettings.model_validate({})
+        self.library = self.settings.library_dir()
+        self.progress = progress
+        self.cancel = cancel or threading.Event()
+
+    # --- paths -----------------------------------------------------------------------------
+    def target_path(self, repo_id: str, filename: str) -> Path:
+        return self.library / repo_folder_name(repo_id) / _safe_relative(filename)
+
+    def partial_path(self, repo_id: str, hub_file: HubFile) -> Path:
+        tag = (hub_file.sha256 or hub_file.blob_id or "nohash")[:16]
+        rel = _safe_relative(hub_file.path)
+        return self.library / PARTIAL_DIR / repo_folder_name(repo_id) / f"{rel}.{tag}.part"
+
+    # --- public API --------------------------------------------------------------------------
+    def pull(
+        self,
+        repo_id: str,
+        filenames: list[str] | None = None,
+        *,
+        revision: str | None = None,
+    ) -> list[Path]:
+        """Download ``filenames`` of ``repo_id`` (default: its one GGUF, or a safetensors source).
+
+        Returns the library paths. Files already in the library and matching the Hub's
+        size are skipped.
+        """
+        listing = list_repo_files(repo_id, revision=revision, settings=self.settings)
+        files = self._choose(listing, filenames)
+        total = sum(f.size or 0 for f in files)
+        missing = sum(
+            (f.size or 0) - self._have(repo_id, f)
+            for f in files
+            if not self._already_done(repo_id, f)
+        )
+        check_disk_space(self.library, missing, f"{repo_id} ({total / 1e9:.2f} GB)")
+        paths = [
+            self.download(listing, f, file_index=i + 1, file_count=len(files))
+            for i, f in enumerate(files)
+        ]
+        self._write_source(listing, files)
+        return paths
+
+    def download(
+        self, listing: RepoListing, hub_file: HubFile, *, file_index: int = 1, file_count: int = 1
+    ) -> Path:
+        """Download one file (resuming a partial one), verify it, move it into the library."""
+        repo_id = listing.repo_id
+        target = self.target_path(repo_id, hub_file.path)
+        if self._already_done(repo_id, hub_file):
+            log.info("%s is already in the library", target)
+            return target
+        endpoint = self.settings.endpoint()
+        url = hf_hub_url(repo_id, hub_file.path, revision=listing.revision, endpoint=endpoint)
+        headers = build_hf_headers(token=self.settings.token())
+        with hub_errors(repo_id=repo_id, endpoint=endpoint, filename=hub_file.path):
+            meta = get_hf_file_metadata(url, token=self.settings.token(), endpoint=endpoint)
+        size = hub_file.size if hub_file.size is not None else meta.size
+        location = meta.location or url
+        if urlparse(location).netloc != urlparse(url).netloc:
+            headers.pop("authorization", None)  # a signed CDN URL needs no token
+
+        part = self.partial_path(repo_id, hub_file)
+        part.parent.mkdir(parents=True, exist_ok=True)
+        have = part.stat().st_size if part.exists() else 0
+        if size is not None and have > size:
+            log.warning("%s is larger than the file on the Hub; starting again", part)
+            part.unlink()
+            have = 0
+        if size is not None:
+            check_disk_space(self.library, size - have, hub_file.path)
+
+        self._stream(location, headers, part, have, size, repo_id, hub_file, file_index, file_count)
+        done = part.stat().st_size
+        if size is not None and done != size:
+            raise DownloadError(
+                f"{hub_file.path}: got {done} bytes, expected {size}; "
+                "run the download again to resume"
+            )
+        self._report(repo_id, hub_file, "verifying", done, size, 0.0, file_index, file_count)
+        _verify(part, hub_file)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(part, target)
+        self._report(repo_id, hub_file, "done", done, size, 0.0, file_index, file_count)
+        log.info("downloaded %s/%s to %s", repo_id, hub_file.path, target)
+        return target
+
+    # --- internals -------------------------------------------------------------------------
+    def _stream(
+        self,
+        url: str,
+        headers: dict[str, str],
+        part: Path,
+        have: int,
+        size: int | None,
+        repo_id: str,
+        hub_file: HubFile,
+        file_index: int,
+        file_count: int,
+    ) -> None:
+        if size is not None and have == size:
+            return  # complete but not yet verified (e.g. killed while hashing)
+        request_headers = dict(headers)
+        request_headers["Accept-Encoding"] = "identity"
+        if have:
+            request_headers["Range"] = f"bytes={have}-"
+            log.info("resuming %s at byte %d", hub_file.path, have)
+        meter = _RateMeter()
+        endpoint = self.settings.endpoint()
+        chunk_bytes = self.settings.download_chunk_bytes
+        with (
+            hub_errors(repo_id=repo_id, endpoint=endpoint, filename=hub_file.path),
+            get_session().stream(
+                "GET", url, headers=request_headers, timeout=constants.HF_HUB_DOWNLOAD_TIMEOUT
+            ) as response,
+        ):
+            if response.status_code == 416 and have:
+                return  # the server says we already have every byte
+            hf_raise_for_status(response)
+            mode = "ab"
+            if have and response.status_code != 206:
+                log.info("server ignored the Range request; downloading %s again", hub_file.path)
+                have, mode = 0, "wb"
+            done = have
+            meter.add(done)
+            self._report(repo_id, hub_file, "downloading", done, size, 0.0, file_index, file_count)
+            with part.open(mode) as fh:
+                for chunk in response.iter_bytes(chunk_size=chunk_bytes):
+                    if self.cancel.is_set():
+                        raise DownloadCancelledError(
+                            f"download of {hub_file.path} cancelled; run it again to resume "
+                            f"from {done / 1e6:.1f} MB"
+                        )
+                    fh.write(chunk)
+                    done += len(chunk)
+                    speed = meter.add(done)
+                    self._report(
+                        repo_id,
+                        hub_file,
+                        "downloading",
+                        done,
+                        size,
+                        speed,
+                        file_index,
+                        file_count,
+                    )
+
+    def _report(
+        self,
+        repo_id: str,
+        hub_file: HubFile,
+        stage: str,
+        done: int,
+        total: int | None,
+        speed: float,
+        file_index: int,
+        file_count: int,
+    ) -> None:
+        if self.progress is None:
+            return
+        eta = (total - done) / speed if total is not None and speed > 0 else None
+        self.progress(
+            DownloadProgress(
+                repo_id, hub_file.path, stage, done, total, speed, eta, file_index, file_count
+            )
+        )
+
+    def _have(self, repo_id: str, hub_file: HubFile) -> int:
+        part = self.partial_path(repo_id, hub_file)
+        return part.stat().st_size if part.exists() else 0
+
+    def _already_done(self, repo_id: str, hub_file: HubFile) -> bool:
+        target = self.target_path(repo_id, hub_file.path)
+        return target.is_file() and (
+            hub_file.size is None or target.stat().st_size == hub_file.size
+        )
+
+    def _choose(self, listing: RepoListing, filenames: list[str] | None) -> list[HubFile]:
+        if filenames:
+            chosen = []
+            for name in filenames:
+                hub_file = listing.file(name)
+                if hub_file is None:
+                    raise HubNotFoundError(
+                        f"file not found on the Hub: {listing.repo_id}/{name} (404)"
+                    )
+                chosen.append(hub_file)
+            return chosen
+        ggufs = listing.gguf_files
+        if len(ggufs) == 1:
+            return ggufs
+        if len(ggufs) > 1:
+            names = ", ".join(f.path for f in ggufs)
+            raise DownloadError(
+                f"{listing.repo_id} has several GGUF files; name the ones to pull: {names}"
+            )
+        if listing.is_safetensors_source:
+            return listing.source_files()
+        raise DownloadError(f"{listing.repo_id} has no GGUF or safetensors model files to pull")
+
+    def _write_source(self, listing: RepoListing, files: list[HubFile]) -> None:
+        folder = self.library / repo_folder_name(listing.repo_id)
+        record_path = folder / SOURCE_FILE
+        record: dict[str, Any] = {
+            "repo_id": listing.repo_id,
+            "revision": listing.revision,
+            "files": {},
+        }
+        if record_path.exists():
+            with contextlib.suppress(OSError, ValueError):
+                record["files"] = json.loads(record_path.read_text()).get("files", {})
+        for f in files:
+            record["files"][f.path] = {
+                "size": f.size,
+                "sha256": f.sha256,
+                "revision": listing.revision,
+            }
+        tmp = record_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(record, indent=2))
+        os.replace(tmp, record_path)
+
+
+def pull(
+    repo_id: str,
+    filenames: list[str] | None = None,
+    *,
+    revision: str | None = None,
+    settings: HubSettings | None = None,
+    progress: ProgressCallback | None = None,
+    cancel: threading.Event | None = None,
+) -> list[Path]:
+    """Download files of ``repo_id`` into the library (see :meth:`DownloadManager.pull`)."""
+    return DownloadManager(settings, progress=progress, cancel=cancel).pull(
+        repo_id, filenames, revision=revision
+    )
