@@ -1,0 +1,70 @@
+"""What the serving pages share: the settings, the server supervisor and the stats feed."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from PySide6.QtCore import QObject, Signal
+
+from app.app_settings import AppSettings
+from app.server_process import ServerState, ServerSupervisor
+from app.workers.stats_poller import StatsPoller
+
+
+class AppContext(QObject):
+    """Owns the supervisor and one stats poller that runs while the server is up.
+
+    Pages connect to :attr:`stats_received` instead of polling themselves, so
+    the server sees one poller however many pages watch it.
+    """
+
+    stats_received = Signal(dict)
+    navigate_requested = Signal(str)  # page key
+
+    def __init__(
+        self, settings: AppSettings, supervisor: ServerSupervisor | None = None,
+        poll_interval_s: float = 0.25, parent: QObject | None = None,
+    ) -> None:
+        super().__init__(parent)
+        self.settings = settings
+        self.server = supervisor or ServerSupervisor(self)
+        self.poll_interval_s = poll_interval_s
+        self.latest_stats: dict[str, object] | None = None
+        self._poller: StatsPoller | None = None
+        self.server.server_started.connect(self._start_polling)
+        self.server.state_changed.connect(self._on_state)
+        self.save_settings: Callable[[], None] = lambda: None
+
+    def start_server(self) -> None:
+        """Start with the knobs in the settings (the Server page keeps them current)."""
+        if not self.server.is_active():
+            self.server.start(self.settings.server)
+
+    def navigate(self, key: str) -> None:
+        self.navigate_requested.emit(key)
+
+    def _start_polling(self, url: str) -> None:
+        self._stop_polling()
+        self._poller = StatsPoller(url, self.server.api_key, self.poll_interval_s)
+        self._poller.stats_received.connect(self._on_stats)
+        self._poller.start()
+
+    def _on_stats(self, stats: dict[str, object]) -> None:
+        if self.server.state is ServerState.RUNNING:
+            self.latest_stats = stats
+            self.stats_received.emit(stats)
+
+    def _on_state(self, state: str) -> None:
+        if state != ServerState.RUNNING.value:
+            self._stop_polling()
+
+    def _stop_polling(self) -> None:
+        if self._poller is not None:
+            self._poller.stop()
+            self._poller.wait(3000)
+            self._poller.deleteLater()
+            self._poller = None
+
+    def shutdown(self) -> None:
+        self._stop_polling()
+        self.server.stop_and_wait()

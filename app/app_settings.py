@@ -1,0 +1,112 @@
+"""GUI settings persisted as JSON under ``quantdesk_home()/gui-settings.json``.
+
+One pydantic model holds everything the window remembers: the server knobs, the
+last model, window geometry and chat defaults. Pages written later can keep
+free-form state in :attr:`AppSettings.pages` without changing this file.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field, ValidationError
+
+from backend.settings import quantdesk_home
+from backend.settings.engine_settings import CacheType, FlashAttn
+
+log = logging.getLogger(__name__)
+
+SETTINGS_FILE = "gui-settings.json"
+
+
+class ServerKnobs(BaseModel):
+    """What the Server page starts ``quantdesk serve`` with."""
+
+    model: str = Field(default="default", description="GGUF path, or 'default' (embedded)")
+    ctx_size: int = Field(default=4096, ge=256, le=1_048_576)
+    batch_size: int = Field(default=512, ge=32, le=65_536)
+    ubatch_size: int = Field(default=512, ge=16, le=65_536)
+    parallel: int = Field(default=4, ge=1, le=128)
+    gpu_layers: int = Field(default=-1, ge=-1, le=100_000)
+    cache_type_k: CacheType = "f16"
+    cache_type_v: CacheType = "f16"
+    flash_attn: FlashAttn = "auto"
+    threads: int = Field(default_factory=lambda: max(1, min(8, os.cpu_count() or 1)), ge=1, le=512)
+    host: str = "127.0.0.1"
+    port: int = Field(default=8080, ge=0, le=65_535)
+    api_key: str = ""
+    cors_origins: list[str] = Field(default_factory=list)
+
+
+class ChatDefaults(BaseModel):
+    """Sampling defaults and the system prompt of a new conversation."""
+
+    system_prompt: str = "You are a helpful assistant."
+    temperature: float = Field(default=0.7, ge=0.0, le=2.0)
+    top_p: float = Field(default=0.95, ge=0.01, le=1.0)
+    top_k: int = Field(default=40, ge=0, le=1000)
+    min_p: float = Field(default=0.05, ge=0.0, le=1.0)
+    repeat_penalty: float = Field(default=1.0, ge=0.0, le=10.0)
+    max_tokens: int = Field(default=512, ge=1, le=1_048_576)
+    seed: int = Field(default=-1, ge=-1)
+
+
+class WindowState(BaseModel):
+    geometry_hex: str = ""
+    last_page: str = "server"
+
+
+class AppSettings(BaseModel):
+    """Everything the desktop app remembers between runs."""
+
+    server: ServerKnobs = Field(default_factory=ServerKnobs)
+    chat: ChatDefaults = Field(default_factory=ChatDefaults)
+    window: WindowState = Field(default_factory=WindowState)
+    recent_models: list[str] = Field(default_factory=list)
+    autostart_server: bool = Field(
+        default=True, description="Start the server with the last model when the window opens"
+    )
+    pages: dict[str, dict[str, Any]] = Field(
+        default_factory=dict, description="Free-form per-page state, keyed by page key"
+    )
+
+    @staticmethod
+    def default_path() -> Path:
+        return quantdesk_home() / SETTINGS_FILE
+
+    @classmethod
+    def load(cls, path: Path | None = None) -> AppSettings:
+        """Read the settings; a missing or broken file gives the defaults (and a log line)."""
+        path = path or cls.default_path()
+        if not path.is_file():
+            return cls()
+        try:
+            return cls.model_validate(json.loads(path.read_text(encoding="utf-8")))
+        except (OSError, ValueError, ValidationError) as exc:
+            log.warning("ignoring unreadable settings %s: %s", path, exc)
+            return cls()
+
+    def save(self, path: Path | None = None) -> Path:
+        """Write atomically: a temp file in the same folder, then a rename."""
+        path = path or self.default_path()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=path.name, suffix=".part", dir=path.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(self.model_dump_json(indent=2))
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        return path
+
+    def remember_model(self, model: str, keep: int = 10) -> None:
+        """Put ``model`` first in the recent list."""
+        if model in ("", "default"):
+            return
+        self.recent_models = [model, *[m for m in self.recent_models if m != model]][:keep]

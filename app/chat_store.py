@@ -1,0 +1,87 @@
+"""Conversations saved as JSON files under ``quantdesk_home()/chats``."""
+
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, ValidationError
+
+from backend.settings.paths import subdir
+
+log = logging.getLogger(__name__)
+
+
+class ChatMessage(BaseModel):
+    role: Literal["user", "assistant"]
+    content: str
+    meta: dict[str, Any] = Field(default_factory=dict)  # ttft_ms, tokens_per_s, tokens, error
+
+
+class Conversation(BaseModel):
+    id: str = Field(default_factory=lambda: uuid.uuid4().hex[:12])
+    title: str = "New chat"
+    created: float = Field(default_factory=time.time)
+    updated: float = Field(default_factory=time.time)
+    system_prompt: str = ""
+    params: dict[str, Any] = Field(default_factory=dict)
+    messages: list[ChatMessage] = Field(default_factory=list)
+
+    def api_messages(self) -> list[dict[str, str]]:
+        """Messages for /v1/chat/completions (system prompt first, no empty replies)."""
+        out = [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
+        out += [{"role": m.role, "content": m.content} for m in self.messages
+                if m.content or m.role == "user"]
+        return out
+
+    def auto_title(self) -> None:
+        if self.title == "New chat":
+            first = next((m.content for m in self.messages if m.role == "user"), "")
+            line = " ".join(first.split())
+            if line:
+                self.title = line[:48] + ("…" if len(line) > 48 else "")
+
+
+class ChatStore:
+    """One JSON file per conversation, written atomically."""
+
+    def __init__(self, folder: Path | None = None) -> None:
+        self.folder = folder or subdir("chats")
+        self.folder.mkdir(parents=True, exist_ok=True)
+
+    def path(self, conv_id: str) -> Path:
+        return self.folder / f"{conv_id}.json"
+
+    def save(self, conv: Conversation) -> Path:
+        conv.updated = time.time()
+        target = self.path(conv.id)
+        fd, tmp = tempfile.mkstemp(prefix=target.name, suffix=".part", dir=self.folder)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(conv.model_dump_json(indent=1))
+            os.replace(tmp, target)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        return target
+
+    def load(self, conv_id: str) -> Conversation:
+        return Conversation.model_validate_json(self.path(conv_id).read_text(encoding="utf-8"))
+
+    def delete(self, conv_id: str) -> None:
+        self.path(conv_id).unlink(missing_ok=True)
+
+    def list(self) -> list[Conversation]:
+        """All readable conversations, most recently updated first."""
+        items = []
+        for file in self.folder.glob("*.json"):
+            try:
+                items.append(Conversation.model_validate_json(file.read_text(encoding="utf-8")))
+            except (OSError, ValidationError) as exc:
+                log.warning("skipping unreadable chat %s: %s", file.name, exc)
+        return sorted(items, key=lambda c: c.updated, reverse=True)

@@ -1,0 +1,34 @@
+"""Desktop entry point: ``quantdesk`` with no arguments runs :func:`main`."""
+
+from __future__ import annotations
+
+import sys
+
+from PySide6.QtWidgets import QApplication
+
+from app.app_settings import AppSettings
+from app.main_window import MainWindow
+from app.theme import apply_theme
+
+
+def create_app(argv: list[str] | None = None) -> QApplication:
+    existing = QApplication.instance()
+    if isinstance(existing, QApplication):
+        return existing
+    app = QApplication(argv if argv is not None else sys.argv)
+    app.setApplicationName("QuantDesk")
+    app.setOrganizationName("QuantDesk")
+    apply_theme(app)
+    return app
+
+
+def main() -> int:
+    """Open the main window and run the event loop; returns the exit code."""
+    app = create_app()
+    window = MainWindow(AppSettings.load())
+    window.show()
+    return int(app.exec())
+
+
+if __name__ == "__main__":
+    sys.exit(main())

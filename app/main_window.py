@@ -1,0 +1,172 @@
+"""The main window: a sidebar of pages, a page stack and a server status footer."""
+
+from __future__ import annotations
+
+import logging
+
+from PySide6.QtCore import QByteArray, QSize, Qt, QTimer
+from PySide6.QtGui import QCloseEvent
+from PySide6.QtWidgets import (
+    QHBoxLayout,
+    QLabel,
+    QListWidget,
+    QListWidgetItem,
+    QMainWindow,
+    QMessageBox,
+    QStackedWidget,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.app_context import AppContext
+from app.app_settings import AppSettings
+from app.pages import PAGES, build_page
+from app.theme import icon
+from app.widgets.common import StatusLight
+
+log = logging.getLogger(__name__)
+
+
+class MainWindow(QMainWindow):
+    """Sidebar navigation over the registered pages; owns the server via :class:`AppContext`."""
+
+    def __init__(self, settings: AppSettings, context: AppContext | None = None) -> None:
+        super().__init__()
+        self.settings = settings
+        self.context = context or AppContext(settings, parent=self)
+        self.context.save_settings = self.save_settings
+        self.setWindowTitle("QuantDesk")
+        self.setWindowIcon(icon("quantdesk"))
+        self.setMinimumSize(1100, 700)
+        self.confirm_close = True  # tests switch the in-flight question off
+        self._pages: dict[str, QWidget] = {}
+
+        root = QWidget()
+        layout = QHBoxLayout(root)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(0)
+        layout.addWidget(self._build_sidebar())
+        self.stack = QStackedWidget()
+        layout.addWidget(self.stack, 1)
+        self.setCentralWidget(root)
+
+        for spec in PAGES:
+            page = build_page(spec, settings, self.context)
+            page.setObjectName(f"page_{spec.key}")
+            self._pages[spec.key] = page
+            self.stack.addWidget(page)
+            item = QListWidgetItem(icon(spec.icon), spec.title)
+            item.setData(Qt.ItemDataRole.UserRole, spec.key)
+            item.setSizeHint(QSize(180, 40))
+            self.sidebar.addItem(item)
+        self.sidebar.currentRowChanged.connect(self._on_row)
+        self.context.navigate_requested.connect(self.show_page)
+        server = self.context.server
+        server.state_changed.connect(self._on_server_state)
+        server.server_started.connect(lambda url: self._on_server_state("running"))
+
+        geometry = settings.window.geometry_hex
+        if geometry:
+            self.restoreGeometry(QByteArray.fromHex(geometry.encode()))
+        else:
+            self.resize(1440, 900)
+        self.show_page(settings.window.last_page if settings.window.last_page in self._pages
+                       else "chat")
+        self._on_server_state(server.state.value)
+        if settings.autostart_server:
+            QTimer.singleShot(0, self.context.start_server)
+
+    # -- layout ---------------------------------------------------------------------------
+    def _build_sidebar(self) -> QWidget:
+        column = QWidget()
+        column.setObjectName("SidebarColumn")
+        column.setAttribute(Qt.WidgetAttribute.WA_StyledBackground, True)
+        column.setFixedWidth(200)
+        v = QVBoxLayout(column)
+        v.setContentsMargins(0, 0, 0, 0)
+        v.setSpacing(0)
+        brand = QLabel("QuantDesk")
+        brand.setObjectName("Brand")
+        sub = QLabel("local LLM workstation")
+        sub.setObjectName("BrandSub")
+        self.sidebar = QListWidget()
+        self.sidebar.setObjectName("Sidebar")
+        self.sidebar.setIconSize(QSize(20, 20))
+        self.sidebar.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        footer = QWidget()
+        footer.setObjectName("SidebarFooter")
+        h = QHBoxLayout(footer)
+        h.setContentsMargins(14, 10, 10, 12)
+        self.footer_light = StatusLight()
+        self.footer_text = QLabel("Server stopped")
+        self.footer_text.setObjectName("SidebarFooterText")
+        self.footer_text.setWordWrap(True)
+        h.addWidget(self.footer_light)
+        h.addWidget(self.footer_text, 1)
+        v.addWidget(brand)
+        v.addWidget(sub)
+        v.addWidget(self.sidebar, 1)
+        v.addWidget(footer)
+        return column
+
+    # -- navigation -----------------------------------------------------------------------
+    def page(self, key: str) -> QWidget:
+        return self._pages[key]
+
+    def page_keys(self) -> list[str]:
+        return list(self._pages)
+
+    def show_page(self, key: str) -> None:
+        keys = self.page_keys()
+        if key in keys:
+            self.sidebar.setCurrentRow(keys.index(key))
+
+    def _on_row(self, row: int) -> None:
+        if row < 0:
+            return
+        key = self.page_keys()[row]
+        self.stack.setCurrentWidget(self._pages[key])
+        self.settings.window.last_page = key
+
+    def _on_server_state(self, state: str) -> None:
+        self.footer_light.set_state(state)
+        server = self.context.server
+        text = {
+            "running": f"Serving on port {server.port}",
+            "starting": "Server starting…",
+            "stopping": "Server stopping…",
+            "crashed": "Server stopped unexpectedly",
+            "stopped": "Server stopped",
+        }.get(state, state)
+        self.footer_text.setText(text)
+
+    # -- shutdown -------------------------------------------------------------------------
+    def save_settings(self) -> None:
+        self.settings.window.geometry_hex = bytes(self.saveGeometry().toHex().data()).decode()
+        try:
+            self.settings.save()
+        except OSError as exc:
+            log.warning("could not save settings: %s", exc)
+
+    def closeEvent(self, event: QCloseEvent) -> None:
+        server = self.context.server
+        if self.confirm_close and server.is_active():
+            busy = server.requests_in_flight()
+            if busy > 0:
+                answer = QMessageBox.question(
+                    self,
+                    "Requests in flight",
+                    f"The server is answering {busy} request(s). Quit and stop it anyway?",
+                    QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No,
+                    QMessageBox.StandardButton.No,
+                )
+                if answer != QMessageBox.StandardButton.Yes:
+                    event.ignore()
+                    return
+        self.save_settings()
+        for page in self._pages.values():
+            shutdown = getattr(page, "shutdown", None)
+            if callable(shutdown):
+                shutdown()
+        self.context.shutdown()
+        event.accept()

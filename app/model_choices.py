@@ -1,0 +1,114 @@
+"""The models the Server page offers, and a one-line description of each."""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from backend.default_model import DEFAULT_MODEL_ID, default_model_path
+from backend.errors import QuantDeskError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ModelChoice:
+    label: str
+    value: str  # 'default' or a path
+    source: str  # 'embedded', 'library' or 'recent'
+
+
+def _library_paths() -> list[Path]:
+    """GGUF files in the hub library, if the hub offers a library API (else none)."""
+    try:
+        module: Any = importlib.import_module("backend.hub.library")
+    except ImportError:
+        return []
+    for name in ("list_models", "list_entries", "library_entries", "scan_library"):
+        func = getattr(module, name, None)
+        if callable(func):
+            try:
+                entries = func()
+            except (QuantDeskError, OSError) as exc:
+                log.warning("could not read the model library: %s", exc)
+                return []
+            paths = []
+            for entry in entries:
+                path = entry if isinstance(entry, str | Path) else getattr(entry, "path", None)
+                if path is not None and str(path).endswith(".gguf"):
+                    paths.append(Path(path))
+            return paths
+    return []
+
+
+def model_choices(recent: list[str]) -> list[ModelChoice]:
+    """Embedded default first, then the library, then recently opened files."""
+    choices = [ModelChoice(f"{DEFAULT_MODEL_ID} (embedded)", "default", "embedded")]
+    seen = {"default"}
+    for path in _library_paths():
+        if str(path) not in seen:
+            seen.add(str(path))
+            choices.append(ModelChoice(path.name, str(path), "library"))
+    for item in recent:
+        if item not in seen and Path(item).is_file():
+            seen.add(item)
+            choices.append(ModelChoice(Path(item).name, item, "recent"))
+    return choices
+
+
+def resolve(value: str) -> Path | None:
+    try:
+        return default_model_path() if value in ("", "default") else Path(value)
+    except QuantDeskError:
+        return None
+
+
+@dataclass(frozen=True)
+class ModelFacts:
+    path: Path
+    size_bytes: int
+    architecture: str = "?"
+    quant: str | None = None
+    n_layer: int = 0
+    n_ctx_train: int | None = None
+    params: int = 0
+
+
+def model_facts(value: str) -> ModelFacts | None:
+    """Size and header facts of a model, or None if it can't be read."""
+    path = resolve(value)
+    if path is None or not path.is_file():
+        return None
+    size = path.stat().st_size
+    try:
+        from backend.hub.gguf_header import read_gguf_header
+
+        header = read_gguf_header(path)
+        return ModelFacts(
+            path, size, header.architecture, header.file_type_name, header.block_count,
+            header.context_length, header.parameter_count,
+        )
+    except (ImportError, QuantDeskError, OSError, ValueError) as exc:
+        log.debug("could not read GGUF header of %s: %s", path, exc)
+        return ModelFacts(path, size)
+
+
+def describe(facts: ModelFacts) -> str:
+    from app.theme import human_bytes
+
+    parts = [human_bytes(facts.size_bytes)]
+    if facts.params:
+        parts.append(f"{facts.params / 1e9:.2f} B params" if facts.params >= 1e9
+                     else f"{facts.params / 1e6:.0f} M params")
+    if facts.quant:
+        parts.append(facts.quant)
+    if facts.architecture != "?":
+        parts.append(facts.architecture)
+    if facts.n_layer:
+        parts.append(f"{facts.n_layer} layers")
+    if facts.n_ctx_train:
+        parts.append(f"trained ctx {facts.n_ctx_train:,}")
+    return " · ".join(parts)

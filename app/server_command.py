@@ -1,0 +1,59 @@
+"""How the GUI launches ``quantdesk serve``: the command line, built from the knobs.
+
+Kept apart from the supervisor so the launcher can be swapped (a frozen app runs
+its own executable with ``serve``; a venv runs ``python -m backend.cli.main serve``).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from app.app_settings import ServerKnobs
+
+
+def launcher_prefix() -> list[str]:
+    """The program and leading arguments that run the ``quantdesk`` CLI."""
+    if getattr(sys, "frozen", False):  # PyInstaller: the app binary is the CLI too
+        return [sys.executable]
+    return [sys.executable, "-m", "backend.cli.main"]
+
+
+def serve_arguments(knobs: ServerKnobs, port_file: Path, port: int | None = None) -> list[str]:
+    """Arguments after the launcher prefix, llama-server style."""
+    args = [
+        "serve",
+        "--model", knobs.model or "default",
+        "--host", knobs.host,
+        "--port", str(knobs.port if port is None else port),
+        "--port-file", str(port_file),
+        "-c", str(knobs.ctx_size),
+        "-b", str(knobs.batch_size),
+        "-ub", str(knobs.ubatch_size),
+        "-np", str(knobs.parallel),
+        "-ngl", str(knobs.gpu_layers),
+        "-ctk", knobs.cache_type_k,
+        "-ctv", knobs.cache_type_v,
+        "-fa", knobs.flash_attn,
+        "-t", str(knobs.threads),
+    ]
+    if knobs.api_key:
+        args += ["--api-key", knobs.api_key]
+    for origin in knobs.cors_origins:
+        args += ["--cors-origin", origin]
+    return args
+
+
+def client_host(host: str) -> str:
+    """The address a local client should dial for a bind address."""
+    if host in ("0.0.0.0", "", "*"):
+        return "127.0.0.1"
+    if host == "::":
+        return "[::1]"
+    if ":" in host and not host.startswith("["):
+        return f"[{host}]"
+    return host
+
+
+def base_url(host: str, port: int) -> str:
+    return f"http://{client_host(host)}:{port}"

@@ -1,0 +1,79 @@
+"""Turn a dead server's exit status and last log lines into plain words."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from backend.errors import QuantDeskError
+
+
+class ServerProcessError(QuantDeskError):
+    """The server child process failed to start or stopped unexpectedly."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+@dataclass(frozen=True)
+class _Rule:
+    kind: str
+    pattern: re.Pattern[str]
+    message: str
+
+
+_RULES = (
+    _Rule(
+        "oom",
+        re.compile(
+            r"out of memory|failed to allocate|cudaMalloc failed|unable to allocate|"
+            r"MemoryError|std::bad_alloc|ggml_backend_.*alloc.*failed|OOM",
+            re.IGNORECASE,
+        ),
+        "The model ran out of memory while loading. Lower the context length or parallel "
+        "sequences, quantise the KV cache, or offload fewer layers to the GPU; the fit "
+        "estimate on the Server page shows what is needed.",
+    ),
+    _Rule(
+        "port_in_use",
+        re.compile(r"address already in use|errno 98|errno 48|WinError 10048", re.IGNORECASE),
+        "The port is already in use by another program. Pick another port, or 0 for any "
+        "free one.",
+    ),
+    _Rule(
+        "model_not_found",
+        re.compile(r"model file not found|default model is missing|not found in package"),
+        "The model file could not be found. Pick another model on the Server page.",
+    ),
+    _Rule(
+        "bad_model",
+        re.compile(r"failed to load model|invalid magic|not a GGUF|unknown model architecture|"
+                   r"gguf_init", re.IGNORECASE),
+        "llama.cpp could not load this file: it is not a valid GGUF, is truncated, or uses an "
+        "architecture this llama.cpp build does not know.",
+    ),
+    _Rule(
+        "bad_setting",
+        re.compile(r"quantdesk: error: invalid|error: argument|ConfigError"),
+        "A server setting was rejected",
+    ),
+)
+
+
+def explain_exit(
+    log_tail: Sequence[str], exit_code: int | None, crashed: bool
+) -> ServerProcessError:
+    """The most likely cause of a server exit, as a :class:`ServerProcessError`."""
+    text = "\n".join(log_tail)
+    last = next((line.strip() for line in reversed(log_tail) if line.strip()), "")
+    for rule in _RULES:
+        if rule.pattern.search(text):
+            message = rule.message
+            if rule.kind == "bad_setting" and last:
+                message = f"{rule.message}: {last.removeprefix('quantdesk: error: ')}"
+            return ServerProcessError(rule.kind, message)
+    how = "was killed or crashed" if crashed else f"exited with code {exit_code}"
+    detail = f" Last log line: {last}" if last else ""
+    return ServerProcessError("crash", f"The server {how}.{detail}")

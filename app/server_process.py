@@ -1,0 +1,300 @@
+"""Supervise the ``quantdesk serve`` child process: start, health, crash, stop.
+
+The server runs in its own process so a crash or out-of-memory abort inside
+llama.cpp never takes the window down. Health checks use Qt's asynchronous
+network manager, so nothing here blocks the GUI thread except the explicit
+``stop_and_wait`` used when the window closes.
+"""
+
+from __future__ import annotations
+
+import collections
+import enum
+import logging
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx
+from PySide6.QtCore import QObject, QProcess, QProcessEnvironment, QTimer, QUrl, Signal
+from PySide6.QtNetwork import QNetworkAccessManager, QNetworkReply, QNetworkRequest
+
+from app.app_settings import ServerKnobs
+from app.server_command import base_url, launcher_prefix, serve_arguments
+from app.server_errors import ServerProcessError, explain_exit
+
+log = logging.getLogger(__name__)
+
+_PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+class ServerState(enum.StrEnum):
+    STOPPED = "stopped"
+    STARTING = "starting"
+    RUNNING = "running"
+    STOPPING = "stopping"
+    CRASHED = "crashed"
+
+
+class ServerSupervisor(QObject):
+    """One server child process and its life cycle, reported through signals."""
+
+    server_started = Signal(str)  # base URL
+    server_stopped = Signal()
+    server_crashed = Signal(str)  # plain-words reason
+    state_changed = Signal(str)
+    log_line = Signal(str)
+
+    POLL_MS = 250
+
+    def __init__(
+        self,
+        parent: QObject | None = None,
+        launcher: Callable[[], list[str]] = launcher_prefix,
+        startup_timeout_s: float = 600.0,
+    ) -> None:
+        super().__init__(parent)
+        self._launcher = launcher
+        self._startup_timeout_ms = int(startup_timeout_s * 1000)
+        self._process: QProcess | None = None
+        self._state = ServerState.STOPPED
+        self._knobs: ServerKnobs | None = None
+        self._port: int | None = None
+        self._port_dir: Path | None = None
+        self._partial = ""
+        self._tail: collections.deque[str] = collections.deque(maxlen=200)
+        self._restart_pending = False
+        self._health_inflight = False
+        self._waited_ms = 0
+        self.last_error: ServerProcessError | None = None
+        self._net = QNetworkAccessManager(self)
+        self._poll = QTimer(self)
+        self._poll.setInterval(self.POLL_MS)
+        self._poll.timeout.connect(self._on_poll)
+
+    # -- public state -------------------------------------------------------------------
+    @property
+    def state(self) -> ServerState:
+        return self._state
+
+    @property
+    def knobs(self) -> ServerKnobs | None:
+        return self._knobs
+
+    @property
+    def port(self) -> int | None:
+        return self._port
+
+    @property
+    def base_url(self) -> str | None:
+        if self._state is not ServerState.RUNNING or self._knobs is None or self._port is None:
+            return None
+        return base_url(self._knobs.host, self._port)
+
+    @property
+    def api_key(self) -> str:
+        return self._knobs.api_key if self._knobs else ""
+
+    def pid(self) -> int | None:
+        if self._process is None:
+            return None
+        pid = int(self._process.processId())
+        return pid or None
+
+    def is_active(self) -> bool:
+        return self._state in (ServerState.STARTING, ServerState.RUNNING, ServerState.STOPPING)
+
+    # -- commands -------------------------------------------------------------------------
+    def start(self, knobs: ServerKnobs) -> None:
+        """Launch the server with ``knobs``; ``server_started`` fires once /health is 200."""
+        if self.is_active():
+            raise ServerProcessError("busy", "The server is already running; stop it first.")
+        self._knobs = knobs.model_copy(deep=True)
+        self._port = None
+        self._partial = ""
+        self._tail.clear()
+        self.last_error = None
+        self._waited_ms = 0
+        self._port_dir = Path(tempfile.mkdtemp(prefix="quantdesk-serve-"))
+        program, *prefix = self._launcher()
+        args = [*prefix, *serve_arguments(self._knobs, self._port_dir / "port")]
+        process = QProcess(self)
+        process.setProcessChannelMode(QProcess.ProcessChannelMode.MergedChannels)
+        env = QProcessEnvironment.systemEnvironment()
+        env.insert("PYTHONUNBUFFERED", "1")
+        if not getattr(sys, "frozen", False):
+            extra = env.value("PYTHONPATH", "")
+            env.insert("PYTHONPATH", os.pathsep.join(p for p in (str(_PROJECT_ROOT), extra) if p))
+        process.setProcessEnvironment(env)
+        process.readyReadStandardOutput.connect(self._on_output)
+        process.finished.connect(self._on_finished)
+        process.errorOccurred.connect(self._on_error)
+        self._process = process
+        self._emit_log(f"$ {' '.join([Path(program).name, *args])}")
+        self._set_state(ServerState.STARTING)
+        process.start(program, args)
+        self._poll.start()
+
+    def stop(self) -> None:
+        """Ask the server to shut down (SIGTERM); ``server_stopped`` fires when it has."""
+        if self._process is None or self._state in (ServerState.STOPPED, ServerState.CRASHED):
+            return
+        self._set_state(ServerState.STOPPING)
+        self._poll.stop()
+        self._process.terminate()
+        QTimer.singleShot(8000, self._kill_if_still_running)
+
+    def restart(self, knobs: ServerKnobs | None = None) -> None:
+        """Stop (if running) and start again, with new ``knobs`` or the last ones."""
+        if knobs is not None:
+            self._knobs = knobs.model_copy(deep=True)
+        if self._knobs is None:
+            raise ServerProcessError("no_config", "Nothing to restart: the server never ran.")
+        if self.is_active():
+            self._restart_pending = True
+            self.stop()
+        else:
+            self.start(self._knobs)
+
+    def stop_and_wait(self, timeout_ms: int = 8000) -> None:
+        """Stop and block until the process is gone (used when the window closes)."""
+        process = self._process
+        if process is None or process.state() == QProcess.ProcessState.NotRunning:
+            return
+        self._restart_pending = False
+        self.stop()
+        if not process.waitForFinished(timeout_ms):
+            process.kill()
+            process.waitForFinished(3000)
+
+    def requests_in_flight(self, timeout_s: float = 1.5) -> int:
+        """Running + queued requests, from /v1/stats (0 if the server can't say)."""
+        url = self.base_url
+        if url is None:
+            return 0
+        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        try:
+            stats = httpx.get(f"{url}/v1/stats", headers=headers, timeout=timeout_s).json()
+            requests = stats.get("requests", {})
+            return int(requests.get("running", 0)) + int(requests.get("queued", 0))
+        except (httpx.HTTPError, ValueError, AttributeError) as exc:
+            log.debug("could not read in-flight requests: %s", exc)
+            return 0
+
+    # -- process events -------------------------------------------------------------------
+    def _emit_log(self, line: str) -> None:
+        self._tail.append(line)
+        self.log_line.emit(line)
+
+    def _on_output(self) -> None:
+        if self._process is None:
+            return
+        data = bytes(self._process.readAllStandardOutput().data()).decode("utf-8", "replace")
+        lines = (self._partial + data).split("\n")
+        self._partial = lines.pop()
+        for line in lines:
+            self._emit_log(line.rstrip("\r"))
+
+    def _on_error(self, error: QProcess.ProcessError) -> None:
+        if error == QProcess.ProcessError.FailedToStart:
+            self._poll.stop()
+            program = self._launcher()[0]
+            self._fail(ServerProcessError("launch", f"Could not launch the server ({program})."))
+
+    def _on_finished(self, exit_code: int, exit_status: QProcess.ExitStatus) -> None:
+        self._on_output()
+        if self._partial:
+            self._emit_log(self._partial)
+            self._partial = ""
+        self._poll.stop()
+        self._cleanup_port_dir()
+        state = self._state
+        if state is ServerState.STOPPING:
+            self._emit_log(f"server stopped (exit code {exit_code})")
+            self._set_state(ServerState.STOPPED)
+            self.server_stopped.emit()
+            if self._restart_pending and self._knobs is not None:
+                self._restart_pending = False
+                self.start(self._knobs)
+            return
+        if state in (ServerState.STOPPED, ServerState.CRASHED):
+            return
+        crashed = exit_status == QProcess.ExitStatus.CrashExit
+        self._fail(explain_exit(list(self._tail), exit_code, crashed))
+
+    def _fail(self, error: ServerProcessError) -> None:
+        self.last_error = error
+        self._restart_pending = False
+        self._emit_log(f"error: {error}")
+        self._set_state(ServerState.CRASHED)
+        self.server_crashed.emit(str(error))
+
+    def _kill_if_still_running(self) -> None:
+        if self._process is not None and self._state is ServerState.STOPPING:
+            log.warning("server ignored SIGTERM; killing it")
+            self._process.kill()
+
+    def _cleanup_port_dir(self) -> None:
+        if self._port_dir is not None:
+            shutil.rmtree(self._port_dir, ignore_errors=True)
+            self._port_dir = None
+
+    # -- health polling -------------------------------------------------------------------
+    def _on_poll(self) -> None:
+        if self._state is not ServerState.STARTING:
+            self._poll.stop()
+            return
+        self._waited_ms += self.POLL_MS
+        if self._waited_ms > self._startup_timeout_ms:
+            self._poll.stop()
+            error = ServerProcessError("timeout", "The server did not become ready in time.")
+            self._set_state(ServerState.STOPPING)  # expected exit; report the timeout ourselves
+            if self._process is not None:
+                self._process.kill()
+            self._fail(error)
+            return
+        if self._port is None:
+            self._port = self._read_port_file()
+            if self._port is None:
+                return
+            self._emit_log(f"listening on port {self._port}; loading the model…")
+        if not self._health_inflight:
+            self._check_health()
+
+    def _read_port_file(self) -> int | None:
+        if self._port_dir is None:
+            return None
+        try:
+            text = (self._port_dir / "port").read_text(encoding="utf-8").strip()
+            return int(text) if text else None
+        except (OSError, ValueError):
+            return None
+
+    def _check_health(self) -> None:
+        assert self._knobs is not None and self._port is not None
+        request = QNetworkRequest(QUrl(f"{base_url(self._knobs.host, self._port)}/health"))
+        request.setTransferTimeout(2000)
+        if self._knobs.api_key:
+            request.setRawHeader(b"Authorization", f"Bearer {self._knobs.api_key}".encode())
+        self._health_inflight = True
+        reply = self._net.get(request)
+        reply.finished.connect(lambda: self._on_health(reply))
+
+    def _on_health(self, reply: QNetworkReply) -> None:
+        self._health_inflight = False
+        status = reply.attribute(QNetworkRequest.Attribute.HttpStatusCodeAttribute)
+        reply.deleteLater()
+        if self._state is ServerState.STARTING and status == 200:
+            self._poll.stop()
+            self._set_state(ServerState.RUNNING)
+            url = self.base_url or ""
+            self._emit_log(f"ready at {url}")
+            self.server_started.emit(url)
+
+    def _set_state(self, state: ServerState) -> None:
+        if state is not self._state:
+            self._state = state
+            self.state_changed.emit(state.value)

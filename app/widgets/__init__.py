@@ -1,0 +1,1 @@
+"""Small reusable widgets shared by the pages."""

@@ -1,0 +1,174 @@
+"""Page header, status light, banner, empty state and a stat tile."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from PySide6.QtCore import QSize, Qt, Signal
+from PySide6.QtGui import QColor, QPainter, QPaintEvent
+from PySide6.QtWidgets import (
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QPushButton,
+    QSizePolicy,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.theme import BAD, GOOD, IDLE, WARN, icon
+
+
+def page_header(title: str, subtitle: str) -> QWidget:
+    box = QWidget()
+    layout = QVBoxLayout(box)
+    layout.setContentsMargins(0, 0, 0, 4)
+    layout.setSpacing(2)
+    t = QLabel(title)
+    t.setObjectName("PageTitle")
+    s = QLabel(subtitle)
+    s.setObjectName("PageSubtitle")
+    s.setWordWrap(True)
+    layout.addWidget(t)
+    layout.addWidget(s)
+    return box
+
+
+def set_button_role(button: QPushButton, role: str) -> QPushButton:
+    """Mark a button 'primary', 'danger' or 'flat' for the stylesheet."""
+    button.setProperty(role, True)
+    return button
+
+
+class StatusLight(QWidget):
+    """A round coloured dot: green running, amber starting/stopping, red crashed, grey stopped."""
+
+    COLOURS: ClassVar[dict[str, str]] = {
+        "running": GOOD, "starting": WARN, "stopping": WARN, "crashed": BAD, "stopped": IDLE,
+    }
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._state = "stopped"
+        self.setFixedSize(14, 14)
+
+    @property
+    def state(self) -> str:
+        return self._state
+
+    def set_state(self, state: str) -> None:
+        self._state = state
+        self.setToolTip(state)
+        self.update()
+
+    def sizeHint(self) -> QSize:
+        return QSize(14, 14)
+
+    def paintEvent(self, event: QPaintEvent) -> None:
+        painter = QPainter(self)
+        painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+        painter.setPen(Qt.PenStyle.NoPen)
+        painter.setBrush(QColor(self.COLOURS.get(self._state, IDLE)))
+        painter.drawEllipse(1, 1, 12, 12)
+
+
+class Banner(QFrame):
+    """A coloured message strip with an optional action button; hidden when empty."""
+
+    action_clicked = Signal()
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("Banner")
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(12, 8, 8, 8)
+        self.label = QLabel()
+        self.label.setWordWrap(True)
+        self.label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.button = QPushButton()
+        self.button.clicked.connect(self.action_clicked)
+        self.close_button = set_button_role(QPushButton("✕"), "flat")
+        self.close_button.clicked.connect(self.hide)
+        layout.addWidget(self.label, 1)
+        layout.addWidget(self.button)
+        layout.addWidget(self.close_button)
+        self.hide()
+
+    def show_message(self, text: str, level: str = "info", action: str | None = None) -> None:
+        self.setProperty("level", level)
+        self.style().unpolish(self)
+        self.style().polish(self)
+        self.label.setText(text)
+        self.button.setVisible(action is not None)
+        if action:
+            self.button.setText(action)
+        self.show()
+
+
+class EmptyState(QWidget):
+    """A centred icon, title, explanation and optional action."""
+
+    action_clicked = Signal()
+
+    def __init__(
+        self,
+        icon_name: str,
+        title: str,
+        text: str,
+        action: str | None = None,
+        parent: QWidget | None = None,
+    ) -> None:
+        super().__init__(parent)
+        outer = QVBoxLayout(self)
+        outer.addStretch(1)
+        pic = QLabel()
+        pic.setPixmap(icon(icon_name).pixmap(56, 56))
+        pic.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.title = QLabel(title)
+        self.title.setObjectName("EmptyTitle")
+        self.title.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.text = QLabel(text)
+        self.text.setObjectName("EmptyText")
+        self.text.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.text.setWordWrap(True)
+        self.text.setMaximumWidth(520)
+        outer.addWidget(pic)
+        outer.addSpacing(8)
+        outer.addWidget(self.title)
+        row = QHBoxLayout()
+        row.addStretch(1)
+        row.addWidget(self.text)
+        row.addStretch(1)
+        outer.addLayout(row)
+        self.button: QPushButton | None = None
+        if action:
+            self.button = set_button_role(QPushButton(action), "primary")
+            self.button.clicked.connect(self.action_clicked)
+            brow = QHBoxLayout()
+            brow.addStretch(1)
+            brow.addWidget(self.button)
+            brow.addStretch(1)
+            outer.addSpacing(10)
+            outer.addLayout(brow)
+        outer.addStretch(2)
+
+
+class StatTile(QFrame):
+    """A big number with a caption, for the dashboard header."""
+
+    def __init__(self, label: str, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("Card")
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(14, 10, 14, 10)
+        layout.setSpacing(2)
+        self.value = QLabel("–")
+        self.value.setObjectName("TileValue")
+        self.caption = QLabel(label)
+        self.caption.setObjectName("TileLabel")
+        layout.addWidget(self.value)
+        layout.addWidget(self.caption)
+
+    def set_value(self, text: str) -> None:
+        self.value.setText(text)

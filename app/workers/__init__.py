@@ -1,0 +1,1 @@
+"""Background workers (QThread) that talk HTTP to the server and report through signals."""
