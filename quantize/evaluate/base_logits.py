@@ -102,7 +102,10 @@ class BaseLogitsReader:
         if self.tokens.size != n_tokens or path.stat().st_size != expected:
             raise BaseLogitsError(f"{path} is truncated or malformed")
         self._rows: U16 = np.memmap(
-            path, dtype="<u2", mode="r", offset=offset,
+            path,
+            dtype="<u2",
+            mode="r",
+            offset=offset,
             shape=(self.n_chunk * self.per_chunk, width),
         )
 

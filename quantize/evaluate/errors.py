@@ -35,3 +35,9 @@ class CompareCancelledError(EvaluateError):
     """The user cancelled the comparison."""
 
     exit_code = 130
+
+
+class GateFailedError(EvaluateError):
+    """A candidate exceeded ``--max-kld`` or ``--max-ppl-ratio``."""
+
+    exit_code = 5

@@ -49,17 +49,26 @@ def token_nll(logits: F32, tokens: I32) -> F64:
     return (row_max.astype(np.float64) + lse - picked).astype(np.float64)
 
 
-def encode_log_probs(logits: F32) -> U16:
-    """Rows of llama.cpp's base file for these logits (shape ``(rows, row_width(n_vocab))``)."""
+@dataclass(frozen=True)
+class ReferenceBlock:
+    """Stored rows plus what the reference pass needs from its exact logits."""
+
+    rows: U16  # (n_rows, row_width(n_vocab)) in llama.cpp's base-file form
+    nll: F64  # negative log-likelihood of the next token
+    top: I32  # arg-max token
+
+
+def encode_log_probs(logits: F32, tokens: I32) -> ReferenceBlock:
+    """llama.cpp's base-file rows for these logits, and the NLL of ``tokens[r]`` per row."""
     n_rows, n_vocab = logits.shape
     row_max = logits.max(axis=1)
     row_min = np.maximum(logits.min(axis=1), row_max - np.float32(LOGIT_RANGE))
     lse = _log_sum_exp(logits, row_max)
     min_log_prob = (row_min - row_max - lse).astype(np.float32)
     scale = ((row_max - row_min) / np.float32(65535.0)).astype(np.float32)
-    inv_scale = np.divide(
-        np.float32(1.0), scale, out=np.zeros_like(scale), where=scale > 0
-    ).astype(np.float32)
+    inv_scale = np.divide(np.float32(1.0), scale, out=np.zeros_like(scale), where=scale > 0).astype(
+        np.float32
+    )
 
     out = np.zeros((n_rows, row_width(n_vocab)), dtype=np.uint16)
     header = np.ascontiguousarray(np.stack([scale, min_log_prob], axis=1).astype("<f4"))
@@ -70,7 +79,10 @@ def encode_log_probs(logits: F32) -> U16:
     np.clip(codes, 0, 65535, out=codes)
     codes[logits <= row_min[:, None]] = 0
     out[:, 4 : 4 + n_vocab] = codes.astype(np.uint16)
-    return out
+
+    picked = logits[np.arange(n_rows), tokens].astype(np.float64)
+    nll = row_max.astype(np.float64) + lse.astype(np.float64) - picked
+    return ReferenceBlock(out, nll, logits.argmax(axis=1).astype(np.int32))
 
 
 def decode_log_probs(rows: U16, n_vocab: int) -> F32:

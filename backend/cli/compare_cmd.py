@@ -1,0 +1,215 @@
+"""``quantdesk compare --reference REF.gguf CAND.gguf ...``: what a quant costs in quality.
+
+Perplexity, KL divergence (mean, p99, p90, median), PPL ratio, RMS Δp and same-top %
+against the reference, with llama-perplexity's definitions; size, bits per weight, load
+time and tok/s; greedy answers side by side. Writes JSON, a self-contained HTML report and
+a PNG plot; ``--max-kld`` / ``--max-ppl-ratio`` make it exit non-zero for a failing quant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+import threading
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from backend.errors import QuantDeskError
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def _ctx(text: str) -> int:
+    value = _positive(text)
+    if value < 8:
+        raise argparse.ArgumentTypeError("--ctx must be at least 8")
+    return value
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "compare",
+        help="compare quants against a reference: PPL, KL divergence, top-token agreement, "
+        "speed, answers",
+        description="Evaluate candidate GGUFs against a reference GGUF (F16, BF16 or Q8_0) on "
+        "the same text, with the definitions of llama-perplexity --kl-divergence.",
+    )
+    parser.add_argument("--reference", required=True, type=Path, help="reference GGUF")
+    parser.add_argument(
+        "candidates",
+        nargs="+",
+        type=Path,
+        metavar="CAND.gguf",
+        help="candidate GGUFs (same tokenizer as the reference)",
+    )
+    parser.add_argument(
+        "--text",
+        type=Path,
+        default=None,
+        help="evaluation text (UTF-8); default: docstrings of Python's "
+        "standard library, read from this interpreter's sources",
+    )
+    parser.add_argument("--ctx", type=_ctx, default=512, help="tokens per chunk (default 512)")
+    parser.add_argument(
+        "--batch",
+        type=_positive,
+        default=2048,
+        help="tokens per decode; batch/ctx chunks are evaluated together (default 2048)",
+    )
+    parser.add_argument(
+        "--chunks",
+        type=_positive,
+        default=None,
+        help="evaluate at most this many chunks (default: the whole text)",
+    )
+    parser.add_argument(
+        "--prompts",
+        type=Path,
+        default=None,
+        help="prompts to answer, one per line (default: a built-in set)",
+    )
+    parser.add_argument("--no-answers", action="store_true", help="skip the greedy answers")
+    parser.add_argument("--no-speed", action="store_true", help="skip the tok/s measurement")
+    parser.add_argument(
+        "--threads",
+        type=_positive,
+        default=None,
+        help="CPU threads (default: all cores this process may use)",
+    )
+    parser.add_argument(
+        "--n-gpu-layers",
+        type=int,
+        default=0,
+        help="layers to offload to a GPU build of llama.cpp (default 0)",
+    )
+    parser.add_argument("--json", type=Path, default=None, help="write results as JSON")
+    parser.add_argument("--report", type=Path, default=None, help="write an HTML report")
+    parser.add_argument(
+        "--plot", type=Path, default=None, help="write a PNG of KLD and PPL ratio against size"
+    )
+    parser.add_argument(
+        "--keep-base",
+        type=Path,
+        default=None,
+        help="keep the reference log-probabilities here (llama.cpp --kl-divergence-base format)",
+    )
+    parser.add_argument(
+        "--max-kld",
+        type=float,
+        default=None,
+        help="fail (exit 5) when a candidate's mean KLD exceeds this",
+    )
+    parser.add_argument(
+        "--max-ppl-ratio",
+        type=float,
+        default=None,
+        help="fail (exit 5) when a candidate's PPL ratio exceeds this",
+    )
+    parser.add_argument(
+        "--progress-jsonl",
+        action="store_true",
+        help="print progress and the result as JSON lines on stdout",
+    )
+    parser.set_defaults(handler=run)
+
+
+def _emit(obj: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(obj) + "\n")
+    sys.stdout.flush()
+
+
+def _table(data: dict[str, Any]) -> str:
+    ref = data["reference"]
+    lines = [
+        f"reference {ref['name']}: PPL {ref['ppl']:.4f}, {ref['size_bytes'] / 1e6:.1f} MB, "
+        f"{ref['bpw']:.2f} bpw",
+        f"{'candidate':<28}{'MB':>8}{'bpw':>7}{'PPL':>10}{'ratio':>8}{'KLD':>10}"
+        f"{'KLD p99':>9}{'RMS dp%':>9}{'top%':>8}{'gen t/s':>9}",
+    ]
+    for c in data["candidates"]:
+        lines.append(
+            f"{c['name'][:27]:<28}{c['size_bytes'] / 1e6:>8.1f}{c['bpw']:>7.2f}{c['ppl']:>10.4f}"
+            f"{c['ppl_ratio']:>8.4f}{c['kld_mean']:>10.5f}{c['kld_p99']:>9.4f}"
+            f"{c['rms_dp_pct']:>9.2f}{c['same_top_pct']:>8.2f}{c['gen_tok_s']:>9.1f}"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def run(args: argparse.Namespace) -> int:
+    # Imported here so that `quantdesk --help` does not load llama.cpp or matplotlib.
+    from quantize.evaluate.compare import CompareConfig, run_compare
+    from quantize.evaluate.errors import GateFailedError
+    from quantize.evaluate.gate import gate_failures
+    from quantize.evaluate.plot import plot_png
+    from quantize.evaluate.report_html import render_html
+    from quantize.evaluate.results import write_atomic, write_json
+    from quantize.progress import Progress
+
+    cancel = threading.Event()
+
+    def on_term(_signum: int, _frame: FrameType | None) -> None:
+        cancel.set()  # finish the current decode, clean up, exit 130
+
+    previous = (
+        signal.signal(signal.SIGTERM, on_term)
+        if (threading.current_thread() is threading.main_thread())
+        else None
+    )
+
+    def progress(p: Progress) -> None:
+        if args.progress_jsonl:
+            _emit(p.as_event())
+
+    config = CompareConfig(
+        reference=args.reference,
+        candidates=list(args.candidates),
+        text_path=args.text,
+        n_ctx=args.ctx,
+        n_batch=max(args.batch, args.ctx),
+        max_chunks=args.chunks,
+        prompts_path=args.prompts,
+        answers=not args.no_answers,
+        speed=not args.no_speed,
+        threads=args.threads,
+        n_gpu_layers=args.n_gpu_layers,
+        keep_base=args.keep_base,
+    )
+    try:
+        result = run_compare(config, progress, cancel)
+        failures = gate_failures(result, args.max_kld, args.max_ppl_ratio)
+        failing = {line.split(":", 1)[0] for line in failures}
+        png = plot_png(result) if (args.plot or args.report) else None
+        outputs: dict[str, str] = {}
+        if args.json:
+            outputs["json"] = str(write_json(result, args.json))
+        if args.plot and png is not None:
+            outputs["plot"] = str(write_atomic(args.plot, png))
+        if args.report:
+            html = render_html(result, png, failing)
+            outputs["report"] = str(write_atomic(args.report, html.encode("utf-8")))
+        data = result.to_json()
+        if args.progress_jsonl:
+            _emit({"type": "result", **data, "outputs": outputs, "gate_failures": failures})
+        else:
+            sys.stdout.write(_table(data))
+        if failures:
+            raise GateFailedError("gate failed: " + "; ".join(failures))
+        return 0
+    except QuantDeskError as exc:
+        if args.progress_jsonl:
+            _emit({"type": "error", "message": str(exc)})
+        raise
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
