@@ -1,0 +1,293 @@
+"""Dashboard: live pyqtgraph charts of the server's /v1/stats.
+
+Stats arrive from the shared poller (off the GUI thread) into preallocated ring
+buffers; one timer redraws the visible charts a few times a second, so the GUI
+stays smooth however fast the stats come.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import Qt, QTimer
+from PySide6.QtWidgets import (
+    QFrame,
+    QGridLayout,
+    QHBoxLayout,
+    QLabel,
+    QStackedWidget,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.app_context import AppContext
+from app.app_settings import AppSettings
+from app.ring_buffer import RingBuffer
+from app.server_process import ServerState
+from app.theme import MUTED, SERIES, SURFACE, human_bytes
+from app.widgets.common import EmptyState, StatTile, page_header
+
+pg.setConfigOptions(antialias=True, background=SURFACE, foreground=MUTED)
+
+WINDOW_S = 120.0
+CAPACITY = 1200  # 2 min at 10 Hz
+MAX_GPUS = 8
+GiB = float(1 << 30)
+
+
+@dataclass(frozen=True)
+class _Chart:
+    key: str
+    title: str
+    unit: str
+    series: tuple[str, ...]
+    min_top: float  # the y axis runs from 0 to at least this
+
+
+CHARTS = (
+    _Chart("tps", "Throughput", "tok/s", ("generation", "prompt"), 10.0),
+    _Chart("ttft", "Time to first token", "ms", ("last", "p50", "p99"), 10.0),
+    _Chart("requests", "Requests", "", ("running", "queued"), 2.0),
+    _Chart("kv", "KV cache in use", "%", ("used",), 100.0),
+    _Chart("prefix", "Prefix cache", "", ("hits", "misses"), 5.0),
+    _Chart("ram", "RAM", "GiB", ("server RSS", "machine used"), 1.0),
+    _Chart("vram", "VRAM per GPU", "GiB", tuple(f"GPU {i}" for i in range(MAX_GPUS)), 1.0),
+    _Chart("cpu", "Server CPU", "%", ("cpu",), 100.0),
+)
+
+
+def _get(d: dict[str, Any], *path: str, default: float = float("nan")) -> float:
+    cur: Any = d
+    for key in path:
+        if not isinstance(cur, dict) or key not in cur:
+            return default
+        cur = cur[key]
+    try:
+        return float(cur) if cur is not None else default
+    except (TypeError, ValueError):
+        return default
+
+
+class DashboardPage(QWidget):
+    REDRAW_MS = 200
+
+    def __init__(self, settings: AppSettings, context: AppContext,
+                 parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.settings = settings
+        self.context = context
+        self.stats_count = 0
+        self.redraw_count = 0
+        self._dirty = False
+        self._t0 = time.monotonic()
+        self.buffers = {c.key: RingBuffer(CAPACITY, len(c.series)) for c in CHARTS}
+        self.plots: dict[str, pg.PlotWidget] = {}
+        self.curves: dict[str, list[pg.PlotDataItem]] = {}
+        self._gpu_names: list[str] = []
+        self._gpu_note: str | None = None
+        self._latest: dict[str, Any] = {}
+
+        outer = QVBoxLayout(self)
+        outer.setContentsMargins(28, 22, 28, 22)
+        outer.setSpacing(12)
+        outer.addWidget(page_header(
+            "Dashboard", "Live throughput, latency, KV-cache and memory of the running server."))
+        self.stack = QStackedWidget()
+        self.empty = EmptyState(
+            "dashboard", "No server running",
+            "Start the server and its live charts appear here: tokens per second, time to "
+            "first token, requests, KV-cache use, prefix-cache hits, memory and CPU.",
+            "Go to Server")
+        self.empty.action_clicked.connect(lambda: context.navigate("server"))
+        self.stack.addWidget(self.empty)
+        self.stack.addWidget(self._build_live())
+        outer.addWidget(self.stack, 1)
+
+        self._timer = QTimer(self)
+        self._timer.setInterval(self.REDRAW_MS)
+        self._timer.timeout.connect(self.redraw)
+        self._timer.start()
+        context.stats_received.connect(self.on_stats)
+        context.server.state_changed.connect(self._on_state)
+        context.server.server_started.connect(lambda _u: self._on_state("running"))
+        self._on_state(context.server.state.value)
+
+    def _build_live(self) -> QWidget:
+        live = QWidget()
+        v = QVBoxLayout(live)
+        v.setContentsMargins(0, 0, 0, 0)
+        v.setSpacing(12)
+        tiles = QHBoxLayout()
+        tiles.setSpacing(10)
+        self.tiles = {
+            key: StatTile(label) for key, label in (
+                ("gen", "generation tok/s"), ("prompt", "prompt tok/s"),
+                ("ttft", "TTFT p50 / p99"), ("requests", "running / queued"),
+                ("kv", "KV cells used"), ("prefix", "prefix-cache hits"),
+                ("done", "requests completed"),
+            )
+        }
+        for tile in self.tiles.values():
+            tiles.addWidget(tile)
+        v.addLayout(tiles)
+        grid = QGridLayout()
+        grid.setSpacing(10)
+        for i, chart in enumerate(CHARTS):
+            grid.addWidget(self._build_chart(chart), i // 4, i % 4)
+        v.addLayout(grid, 1)
+        return live
+
+    def _build_chart(self, chart: _Chart) -> QWidget:
+        card = QFrame()
+        card.setObjectName("Card")
+        lay = QVBoxLayout(card)
+        lay.setContentsMargins(10, 8, 10, 6)
+        lay.setSpacing(2)
+        title = QLabel(f"{chart.title}" + (f"  ·  {chart.unit}" if chart.unit else ""))
+        title.setStyleSheet("font-weight: 600; color: #c9d0dc;")
+        lay.addWidget(title)
+        plot = pg.PlotWidget()
+        plot.setMinimumHeight(150)
+        plot.setMenuEnabled(False)
+        plot.setMouseEnabled(x=False, y=False)
+        plot.hideButtons()
+        plot.showGrid(x=True, y=True, alpha=0.12)
+        plot.setXRange(-WINDOW_S, 0, padding=0)
+        plot.setYRange(0, chart.min_top, padding=0)
+        plot.setLabel("bottom", "seconds")
+        item = plot.getPlotItem()
+        item.getAxis("bottom").setStyle(tickTextOffset=4)
+        legend = plot.addLegend(offset=(6, 4), labelTextColor=MUTED, labelTextSize="8pt")
+        legend.setBrush(pg.mkBrush(27, 30, 37, 200))
+        curves = []
+        for i, name in enumerate(chart.series):
+            pen = pg.mkPen(SERIES[i % len(SERIES)], width=2)
+            curve = plot.plot([], [], pen=pen, name=name if chart.key != "vram" else None)
+            curve.setSkipFiniteCheck(True)
+            curves.append(curve)
+        self.plots[chart.key] = plot
+        self.curves[chart.key] = curves
+        if chart.key == "vram":
+            self.vram_stack = QStackedWidget()
+            self.no_gpu_label = QLabel("No NVIDIA GPU")
+            self.no_gpu_label.setAlignment(Qt.AlignmentFlag.AlignCenter)
+            self.no_gpu_label.setWordWrap(True)
+            self.no_gpu_label.setProperty("muted", True)
+            self.vram_stack.addWidget(self.no_gpu_label)
+            self.vram_stack.addWidget(plot)
+            lay.addWidget(self.vram_stack, 1)
+        else:
+            lay.addWidget(plot, 1)
+        return card
+
+    # -- data -----------------------------------------------------------------------------
+    def on_stats(self, stats: dict[str, Any]) -> None:
+        """Store one /v1/stats snapshot; cheap, so it can run at 10 Hz."""
+        t = float(stats.get("_received_at", time.monotonic()))
+        b = self.buffers
+        b["tps"].append(t, (_get(stats, "tokens", "gen_tokens_per_s"),
+                            _get(stats, "tokens", "prompt_tokens_per_s")))
+        b["ttft"].append(t, (_get(stats, "latency", "ttft_ms_last"),
+                             _get(stats, "latency", "ttft_ms_p50"),
+                             _get(stats, "latency", "ttft_ms_p99")))
+        b["requests"].append(t, (_get(stats, "requests", "running"),
+                                 _get(stats, "requests", "queued")))
+        b["kv"].append(t, (_get(stats, "kv", "used_pct"),))
+        b["prefix"].append(t, (_get(stats, "prefix_cache", "hits"),
+                               _get(stats, "prefix_cache", "misses")))
+        b["ram"].append(t, (_get(stats, "system", "rss_bytes") / GiB,
+                            _get(stats, "system", "ram_used_bytes") / GiB))
+        gpus = (stats.get("system") or {}).get("gpus") or []
+        vram = [float("nan")] * MAX_GPUS
+        for g in gpus[:MAX_GPUS]:
+            vram[int(g.get("index", 0)) % MAX_GPUS] = float(g.get("vram_used_bytes", 0)) / GiB
+        b["vram"].append(t, vram)
+        b["cpu"].append(t, (_get(stats, "system", "cpu_pct"),))
+        self._gpu_names = [str(g.get("name", f"GPU {g.get('index', i)}"))
+                           for i, g in enumerate(gpus[:MAX_GPUS])]
+        self._gpu_note = (stats.get("system") or {}).get("gpu_note")
+        self._latest = stats
+        self.stats_count += 1
+        self._dirty = True
+
+    def redraw(self) -> None:
+        """Push the buffers into the curves (only when new data came and the page shows)."""
+        if not self._dirty or not self.isVisible():
+            return
+        self._dirty = False
+        self.redraw_count += 1
+        now = time.monotonic()
+        for chart in CHARTS:
+            buf = self.buffers[chart.key]
+            x = buf.times() - now
+            top = chart.min_top
+            for i, curve in enumerate(self.curves[chart.key]):
+                if chart.key == "vram" and i >= len(self._gpu_names):
+                    curve.setData([], [])
+                    continue
+                y = buf.series(i)
+                curve.setData(x, y, connect="finite")
+                if len(y) and not np.all(np.isnan(y)):
+                    top = max(top, float(np.nanmax(y)) * 1.1)
+            if chart.key != "vram":
+                self.plots[chart.key].setYRange(0, top, padding=0)
+        self._update_vram_state()
+        self._update_tiles()
+
+    def _update_vram_state(self) -> None:
+        plot = self.plots["vram"]
+        if self._gpu_names:
+            self.vram_stack.setCurrentWidget(plot)
+            gpus = (self._latest.get("system") or {}).get("gpus") or []
+            total = max((float(g.get("vram_total_bytes", 0)) for g in gpus), default=0.0)
+            plot.setYRange(0, max(total / GiB, 1.0), padding=0.02)
+            legend = plot.getPlotItem().legend
+            if legend is not None and not legend.items:
+                for curve, name in zip(self.curves["vram"], self._gpu_names, strict=False):
+                    legend.addItem(curve, name)
+        else:
+            self.vram_stack.setCurrentWidget(self.no_gpu_label)
+            note = self._gpu_note or "NVML found no device"
+            self.no_gpu_label.setText(
+                f"<b>No NVIDIA GPU</b><br>{note}.<br>The model runs on the CPU.")
+
+    def _update_tiles(self) -> None:
+        s = self._latest
+
+        def num(*path: str) -> float:
+            return _get(s, *path, default=0.0)
+
+        self.tiles["gen"].set_value(f"{num('tokens', 'gen_tokens_per_s'):.1f}")
+        self.tiles["prompt"].set_value(f"{num('tokens', 'prompt_tokens_per_s'):.0f}")
+        self.tiles["ttft"].set_value(
+            f"{num('latency', 'ttft_ms_p50'):.0f} / {num('latency', 'ttft_ms_p99'):.0f} ms")
+        self.tiles["requests"].set_value(
+            f"{num('requests', 'running'):.0f} / {num('requests', 'queued'):.0f}")
+        self.tiles["kv"].set_value(
+            f"{num('kv', 'cells_used'):.0f} / {num('kv', 'cells_total'):.0f}")
+        self.tiles["kv"].setToolTip(
+            f"{human_bytes(num('kv', 'bytes_used'))} of {human_bytes(num('kv', 'bytes_total'))}"
+            f" ({num('kv', 'used_pct'):.1f}%)")
+        self.tiles["kv"].caption.setText(
+            f"KV cells · {human_bytes(num('kv', 'bytes_used'))} · {num('kv', 'used_pct'):.0f}%")
+        self.tiles["prefix"].set_value(f"{num('prefix_cache', 'hits'):.0f}")
+        self.tiles["prefix"].caption.setText(
+            f"prefix hits · {num('prefix_cache', 'tokens_saved'):.0f} tok saved")
+        self.tiles["done"].set_value(f"{num('requests', 'completed'):.0f}")
+
+    def _on_state(self, state: str) -> None:
+        if state == ServerState.RUNNING.value:
+            if self.stack.currentWidget() is self.empty:
+                for buf in self.buffers.values():
+                    buf.clear()
+            self.stack.setCurrentIndex(1)
+        elif state != ServerState.STOPPING.value:
+            self.stack.setCurrentWidget(self.empty)
+            self.empty.title.setText(
+                "The server stopped unexpectedly" if state == ServerState.CRASHED.value
+                else ("The server is starting…" if state == ServerState.STARTING.value
+                      else "No server running"))
