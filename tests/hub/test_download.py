@@ -1,0 +1,246 @@
+"""Downloads from the Hub stand-in: progress, resume after kill, checksum, auth, disk space."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from backend.cli.main import main
+from backend.hub import download_manager
+from backend.hub.download_manager import DownloadManager, DownloadProgress, pull
+from backend.hub.errors import (
+    ChecksumMismatchError,
+    DiskSpaceError,
+    DownloadCancelledError,
+    HubAccessError,
+    HubNotFoundError,
+)
+from backend.hub.hub_settings import HubSettings
+from tests.hub.conftest import (
+    CORRUPT_REPO,
+    GATED_REPO,
+    GGUF_FILE,
+    GGUF_REPO,
+    GRANTED_TOKEN,
+    PRIVATE_REPO,
+    ST_REPO,
+)
+from tests.hub.hub_stand_in import HubStandIn
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _library(home: Path) -> Path:
+    return home / "models"
+
+
+def _blob_gets(hub: HubStandIn) -> list[str]:
+    """Range headers of the GETs that fetched file bytes (LFS files are served from /_cdn/)."""
+    return [
+        r.headers.get("range", "")
+        for r in hub.requests
+        if r.method == "GET" and r.path.startswith("/_cdn/")
+    ]
+
+
+def _all_files(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.rglob("*") if p.is_file()) if folder.exists() else []
+
+
+def test_pull_gguf_reports_progress_and_verifies(
+    hub: HubStandIn, smollm2_path: Path, isolated_home: Path
+) -> None:
+    events: list[DownloadProgress] = []
+    [path] = pull(GGUF_REPO, progress=events.append)
+    assert path == _library(isolated_home) / "test-org--SmolLM2-135M-Instruct-GGUF" / GGUF_FILE
+    assert _sha256(path) == _sha256(smollm2_path)
+    downloading = [e for e in events if e.stage == "downloading"]
+    done = [e.done_bytes for e in downloading]
+    assert done == sorted(done) and done[-1] == smollm2_path.stat().st_size
+    assert all(e.total_bytes == smollm2_path.stat().st_size for e in events)
+    assert any(e.bytes_per_s > 0 and e.eta_s is not None for e in downloading[1:])
+    assert [e.stage for e in events[-2:]] == ["verifying", "done"]
+    # nothing left in the partial-download area
+    assert _all_files(_library(isolated_home) / ".downloads") == []
+    # pulling again is a no-op: no new GET for the file
+    hub.requests.clear()
+    assert pull(GGUF_REPO) == [path]
+    assert _blob_gets(hub) == []
+
+
+def test_pull_safetensors_source_fetches_conversion_files(
+    hub: HubStandIn, isolated_home: Path
+) -> None:
+    paths = pull(ST_REPO)
+    names = sorted(p.name for p in paths)
+    assert names == ["config.json", "model.safetensors", "tokenizer_config.json"]
+    folder = _library(isolated_home) / "test-org--tiny-llama-safetensors"
+    record = json.loads((folder / ".quantdesk-source.json").read_text())
+    assert record["repo_id"] == ST_REPO and set(record["files"]) == set(names)
+    served = hub.repos[ST_REPO].file("config.json")
+    assert served is not None and (folder / "config.json").read_bytes() == served.data
+
+
+def test_cancel_keeps_partial_and_resume_uses_range(
+    hub: HubStandIn, smollm2_path: Path, isolated_home: Path
+) -> None:
+    cancel = threading.Event()
+    size = smollm2_path.stat().st_size
+
+    def stop_midway(p: DownloadProgress) -> None:
+        if p.done_bytes > size // 3:
+            cancel.set()
+
+    with pytest.raises(DownloadCancelledError, match="resume"):
+        pull(GGUF_REPO, progress=stop_midway, cancel=cancel)
+    [part] = _all_files(_library(isolated_home) / ".downloads")
+    have = part.stat().st_size
+    assert 0 < have < size
+    assert not (
+        _library(isolated_home) / "test-org--SmolLM2-135M-Instruct-GGUF" / GGUF_FILE
+    ).exists()
+
+    hub.requests.clear()
+    [path] = pull(GGUF_REPO)
+    assert _blob_gets(hub) == [f"bytes={have}-"]
+    assert _sha256(path) == _sha256(smollm2_path)
+
+
+def test_resume_after_the_process_is_killed(
+    hub: HubStandIn, smollm2_path: Path, isolated_home: Path
+) -> None:
+    size = smollm2_path.stat().st_size
+    hub.throttle_s_per_chunk = 0.02  # ~12 MB/s: slow enough to kill mid-file
+    env = {
+        **os.environ,
+        "HF_ENDPOINT": hub.url,
+        "HF_HUB_OFFLINE": "0",
+        "QUANTDESK_HOME": str(isolated_home),
+        "PYTHONPATH": str(ROOT),
+    }
+    code = f"from backend.hub.download_manager import pull; pull({GGUF_REPO!r}, [{GGUF_FILE!r}])"
+    proc = subprocess.Popen([sys.executable, "-c", code], env=env, cwd=ROOT)
+    partial_dir = _library(isolated_home) / ".downloads"
+    deadline = time.monotonic() + 60
+    try:
+        while time.monotonic() < deadline:
+            parts = _all_files(partial_dir)
+            if parts and parts[0].stat().st_size > size // 4:
+                break
+            assert proc.poll() is None, "download finished or failed before it could be killed"
+            time.sleep(0.05)
+        else:
+            pytest.fail("the download never got a quarter of the way")
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    [part] = _all_files(partial_dir)
+    have = part.stat().st_size
+    assert 0 < have < size
+
+    hub.throttle_s_per_chunk = 0.0
+    hub.requests.clear()
+    [path] = pull(GGUF_REPO, [GGUF_FILE])
+    assert _blob_gets(hub) == [f"bytes={have}-"]
+    assert _sha256(path) == _sha256(smollm2_path)
+    assert _all_files(partial_dir) == []
+
+
+def test_checksum_mismatch_leaves_nothing_in_library(hub: HubStandIn, isolated_home: Path) -> None:
+    with pytest.raises(ChecksumMismatchError, match=r"SHA-256 mismatch.*nothing was added"):
+        pull(CORRUPT_REPO)
+    assert _all_files(_library(isolated_home)) == []
+
+
+def test_gated_repo_without_token_says_accept_licence_and_login(hub: HubStandIn) -> None:
+    with pytest.raises(HubAccessError) as info:
+        pull(GATED_REPO)
+    message = str(info.value)
+    assert "gated" in message and "accept its licence" in message
+    assert "HF_TOKEN" in message and "hf auth login" in message
+    assert f"{hub.url}/{GATED_REPO}" in message
+
+
+def test_gated_repo_with_unapproved_token_is_403(
+    hub: HubStandIn, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HF_TOKEN", "hf_someone_else")
+    with pytest.raises(HubAccessError, match="not been granted access"):
+        pull(GATED_REPO)
+    assert any(r.headers.get("authorization") == "Bearer hf_someone_else" for r in hub.requests)
+
+
+def test_gated_repo_with_granted_token_downloads(hub: HubStandIn, isolated_home: Path) -> None:
+    settings = HubSettings.model_validate({"hf_token": GRANTED_TOKEN})
+    [path] = pull(GATED_REPO, settings=settings)
+    assert path.is_file() and path.parent.name == "gated-org--Gated-Model-GGUF"
+
+
+def test_missing_repo_file_and_private_repo_are_not_found(hub: HubStandIn) -> None:
+    with pytest.raises(HubNotFoundError, match="repository nobody/nothing not found"):
+        pull("nobody/nothing")
+    with pytest.raises(HubNotFoundError, match=r"file not found on the Hub: .*missing.gguf"):
+        pull(GGUF_REPO, ["missing.gguf"])
+    with pytest.raises(HubNotFoundError, match="if it is private, set HF_TOKEN"):
+        pull(PRIVATE_REPO)
+
+
+def test_full_disk_is_refused_before_downloading(
+    hub: HubStandIn, monkeypatch: pytest.MonkeyPatch, isolated_home: Path
+) -> None:
+    real = shutil.disk_usage
+
+    def nearly_full(path: Any) -> Any:
+        usage = real(path)
+        return usage._replace(free=10 << 20)
+
+    monkeypatch.setattr(download_manager.shutil, "disk_usage", nearly_full)
+    with pytest.raises(DiskSpaceError, match=r"needs 0\.10 GB, only 0\.01 GB free"):
+        pull(GGUF_REPO)
+    assert _blob_gets(hub) == []
+    assert _all_files(_library(isolated_home)) == []
+
+
+def test_cli_pull_draws_progress_on_stderr(
+    hub: HubStandIn, capsys: pytest.CaptureFixture[str], isolated_home: Path
+) -> None:
+    assert main(["models", "pull", GGUF_REPO, GGUF_FILE]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.strip().endswith(GGUF_FILE)
+    assert "100.0%" in captured.err and "[1/1]" in captured.err and "done" in captured.err
+
+
+def test_cli_pull_progress_jsonl_and_error(
+    hub: HubStandIn, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["models", "pull", ST_REPO, "config.json", "--progress-jsonl"]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert lines[0]["type"] == "progress" and lines[-1]["type"] == "result"
+    assert lines[-1]["paths"][0].endswith("config.json")
+    assert main(["models", "pull", GATED_REPO, "--progress-jsonl"]) == 4
+    captured = capsys.readouterr()
+    assert json.loads(captured.out.splitlines()[-1])["type"] == "error"
+    assert "gated" in captured.err
+
+
+def test_download_manager_target_paths_reject_escapes(isolated_home: Path) -> None:
+    manager = DownloadManager()
+    with pytest.raises(download_manager.DownloadError, match="unsafe"):
+        manager.target_path("a/b", "../../etc/passwd")
