@@ -22,6 +22,7 @@ import numpy as np
 
 from quantize.errors import CalibrationError, ImatrixError
 from quantize.imatrix_file import Imatrix
+from quantize.llama_log import captured_llama_log, log_debug
 from quantize.progress import Progress, ProgressCallback, check_cancel, no_progress
 
 log = logging.getLogger(__name__)
@@ -160,13 +161,30 @@ def compute_imatrix(
     cancel: threading.Event | None = None,
 ) -> ImatrixRun:
     """Run the GGUF model over ``calibration_text`` and return its importance matrix."""
-    import llama_cpp
 
     model_path = Path(model_path)
     if not model_path.is_file():
         raise ImatrixError(f"model file not found: {model_path}")
     if not calibration_text.strip():
         raise CalibrationError("the calibration text is empty")
+    with captured_llama_log(log_debug):
+        return _compute(
+            model_path, calibration_text, n_ctx, max_chunks, threads, dataset, progress, cancel
+        )
+
+
+def _compute(
+    model_path: Path,
+    calibration_text: str,
+    n_ctx: int,
+    max_chunks: int | None,
+    threads: int | None,
+    dataset: str,
+    progress: ProgressCallback,
+    cancel: threading.Event | None,
+) -> ImatrixRun:
+    import llama_cpp
+
     llama_cpp.llama_backend_init()
     mparams = llama_cpp.llama_model_default_params()
     model = llama_cpp.llama_model_load_from_file(str(model_path).encode("utf-8"), mparams)

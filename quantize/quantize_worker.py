@@ -9,37 +9,19 @@ from __future__ import annotations
 
 import ctypes
 import json
+import os
+import signal
 import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from quantize.quant_log import FallbackEvent, LineAssembler, TensorEvent, parse_line
+from quantize.llama_log import captured_llama_log
+from quantize.quant_log import FallbackEvent, TensorEvent, parse_line
 
-
-@contextmanager
-def captured_llama_log(on_line: Callable[[str], None]) -> Iterator[None]:
-    """Route llama.cpp's log through ``on_line`` (whole lines); restore the previous logger."""
-    import llama_cpp
-
-    previous_cb = llama_cpp.llama_log_callback()
-    previous_ud = ctypes.c_void_p()
-    llama_cpp.llama_log_get(ctypes.byref(previous_cb), ctypes.byref(previous_ud))
-    assembler = LineAssembler(on_line)
-
-    @llama_cpp.llama_log_callback  # type: ignore[misc]
-    def callback(level: int, text: bytes | None, user_data: ctypes.c_void_p) -> None:
-        if text:
-            assembler.feed(text.decode("utf-8", "replace"))
-
-    llama_cpp.llama_log_set(callback, ctypes.c_void_p(0))
-    try:
-        yield
-    finally:
-        assembler.flush()
-        llama_cpp.llama_log_set(previous_cb, previous_ud)
+PR_SET_PDEATHSIG = 1
+PARENT_PID_ENV = "QUANTDESK_QUANTIZE_PARENT_PID"
 
 
 def build_imatrix_array(entries: dict[str, Any]) -> tuple[Any, list[Any]]:
@@ -97,7 +79,22 @@ def run_quantize(job: dict[str, Any], emit: Callable[[dict[str, Any]], None]) ->
     return int(rc)
 
 
+def die_with_parent() -> None:
+    """On Linux, ask the kernel to SIGTERM this worker when its parent dies (e.g. is killed)."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    except (OSError, AttributeError):
+        return
+    parent = os.environ.get(PARENT_PID_ENV)
+    if parent and os.getppid() != int(parent):
+        sys.exit(1)  # the parent is already gone
+
+
 def main(argv: list[str]) -> int:
+    die_with_parent()
     def emit(event: dict[str, Any]) -> None:
         sys.stdout.write(json.dumps(event) + "\n")
         sys.stdout.flush()

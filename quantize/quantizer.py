@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 import threading
 import time
@@ -37,6 +38,7 @@ from quantize.output_files import (
 )
 from quantize.progress import Progress, ProgressCallback, no_progress
 from quantize.quant_types import QuantType, quant_type
+from quantize.quantize_worker import PARENT_PID_ENV
 
 log = logging.getLogger(__name__)
 
@@ -190,9 +192,10 @@ def quantize_gguf(
     started = time.monotonic()
     progress(Progress("quantize", 0, n_tensors, f"{source.name} -> {target.name}"))
     try:
+        env = {**os.environ, PARENT_PID_ENV: str(os.getpid())}
         result = run_child(
             [sys.executable, "-m", WORKER_MODULE, json.dumps(job)],
-            on_line, cancel, what="quantisation",
+            on_line, cancel, what="quantisation", env=env,
         )
         if outcome.get("event") == "error":
             raise QuantizationFailedError(f"quantising to {qt.name} failed: {outcome['message']}")
