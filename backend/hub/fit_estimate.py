@@ -114,6 +114,7 @@ class ModelShape:
     other_bytes: int
     output_bytes: int
     input_bytes: int
+    tied_output_bytes: int  # a GPU copy of token_embd when the output layer reuses it
 
     @classmethod
     def from_header(cls, header: GGUFHeader) -> ModelShape:
@@ -153,6 +154,7 @@ class ModelShape:
         emb = header.tensor("token_embd.weight")
         output_bytes = (out.n_bytes if out else 0) + (norm.n_bytes if norm else 0)
         input_bytes = other - output_bytes
+        tied = emb.n_bytes if emb is not None and out is None else 0
         return cls(
             architecture=header.architecture,
             n_layer=n_layer,
@@ -169,6 +171,7 @@ class ModelShape:
             other_bytes=other,
             output_bytes=output_bytes,
             input_bytes=input_bytes,
+            tied_output_bytes=tied,
         )
 
 
@@ -261,22 +264,42 @@ def kv_cache_layout(shape: ModelShape, settings: FitSettings) -> KvLayout:
     return KvLayout(cells, swa_cells, k_bytes, v_bytes)
 
 
-def compute_buffer_bytes(shape: ModelShape, settings: FitSettings, kv_cells: int) -> int:
-    """Estimated peak of llama.cpp's worst-case compute graph (one full micro-batch)."""
+def compute_buffer_bytes(shape: ModelShape, settings: FitSettings, layout: KvLayout) -> int:
+    """Estimated peak of llama.cpp's worst-case compute graph (one full micro-batch).
+
+    The graph allocator reuses memory, so the peak is the larger of two phases, not a sum:
+
+    - inside the layers: the attention masks (one per cache kind, ``cells x n_tokens``,
+      f32 without flash attention, f16 with it) stay alive throughout, plus either the
+      attention scores of one layer (``cells x n_tokens x n_head`` f32, only without
+      flash attention) or the feed-forward activations, plus a few hidden states;
+    - at the output: the logits of a full micro-batch plus two hidden states.
+
+    Fitted to llama.cpp's reported "compute buffer size" on CPU for a llama and a
+    gemma2 (sliding-window) model; see tests/hub/test_fit_estimate.py.
+    """
     f32 = 4
     n_tokens = min(_pad(settings.n_ctx, KV_PAD), settings.n_ubatch, settings.n_batch)
     n_outputs = min(n_tokens, settings.n_batch)
     n_head = max(shape.n_head) if shape.n_head else 1
     head_dim = max(shape.head_dim_k) if shape.head_dim_k else 0
-    n_kv = kv_cells
     hidden = shape.n_embd * n_tokens * f32
-    logits = shape.n_vocab * n_outputs * f32
+    cells = [layout.cells] + ([layout.swa_cells] if any(shape.is_swa) else [])
+    feed_forward = 3 * shape.n_ff * n_tokens * f32 + 3 * hidden
     if flash_attention_enabled(settings):
-        attention = n_kv * n_tokens * 2 + 3 * n_head * head_dim * n_tokens * f32
+        masks = sum(c * n_tokens * 2 for c in cells)
+        attention = 3 * n_head * head_dim * n_tokens * f32 + 3 * hidden
     else:
-        attention = 2 * n_kv * n_tokens * n_head * f32 + n_kv * n_tokens * 2
-    feed_forward = 3 * shape.n_ff * n_tokens * f32
-    return max(logits, attention, feed_forward) + 3 * hidden
+        masks = sum(c * n_tokens * f32 for c in cells)
+        attention = max(cells) * n_tokens * n_head * f32 + 7 * hidden
+    layers_phase = masks + max(attention, feed_forward)
+    output_phase = shape.n_vocab * n_outputs * f32 + 2 * hidden
+    return max(layers_phase, output_phase)
+
+
+def output_buffer_bytes(shape: ModelShape, settings: FitSettings) -> int:
+    """The host buffer for logits, sized for one output per sequence at start-up."""
+    return settings.n_seq_max * shape.n_vocab * 4
 
 
 @dataclass
@@ -358,21 +381,26 @@ def _needs(shape: ModelShape, settings: FitSettings, has_gpu: bool) -> _Needs:
     first_gpu = n_layer + 1 - ngl
     on_gpu = [il >= first_gpu for il in range(n_layer + 1)]  # index n_layer = output layer
     weights_gpu = sum(b for il, b in enumerate(shape.layer_bytes) if on_gpu[il])
-    weights_gpu += shape.output_bytes if on_gpu[n_layer] else 0
     weights_total = sum(shape.layer_bytes) + shape.other_bytes
+    if on_gpu[n_layer]:
+        # the output layer goes to the GPU; with tied embeddings llama.cpp copies token_embd there
+        weights_gpu += shape.output_bytes + shape.tied_output_bytes
+        weights_total += shape.tied_output_bytes
     kv_layer = [
         k + v for k, v in zip(layout.k_bytes_per_layer, layout.v_bytes_per_layer, strict=True)
     ]
     kv_gpu = sum(b for il, b in enumerate(kv_layer) if on_gpu[il])
-    compute = compute_buffer_bytes(shape, settings, layout.cells)
+    compute = compute_buffer_bytes(shape, settings, layout)
+    output = output_buffer_bytes(shape, settings)
     if ngl == 0:
-        compute_gpu, compute_cpu = 0, compute
+        compute_gpu, compute_cpu = 0, compute + output
     else:
-        # the GPU holds the working set; the host keeps inputs and (partly offloaded) spill
+        # the GPU holds the working set; the host keeps inputs, logits and, when only
+        # some layers are offloaded, a working set of its own
         n_tokens = min(settings.n_ubatch, settings.n_batch)
         host = shape.n_embd * n_tokens * 4 * 2
         compute_gpu = compute
-        compute_cpu = host if all(on_gpu) else compute
+        compute_cpu = output + (host if all(on_gpu) else compute)
     return _Needs(
         layout=layout,
         gpu_layers=on_gpu,
@@ -455,6 +483,8 @@ def estimate_fit(
                     message = (
                         f"fits with {ngl} of {shape.n_layer + 1} layers on the GPU "
                         f"(-ngl {ngl}); the rest runs on the CPU"
+                        if ngl
+                        else "fits only on the CPU (-ngl 0): the GPU has too little free memory"
                     )
                     break
         if verdict == "wont_fit":

@@ -272,7 +272,7 @@ class _Handler(BaseHTTPRequestHandler):
         repos = list(self.hub.repos.values())
         text = (query.get("search") or [""])[0].lower()
         filters = query.get("filter") or []
-        pipeline = (query.get("pipeline_tag") or [None])[0]
+        pipeline = query["pipeline_tag"][0] if query.get("pipeline_tag") else None
         found = [
             r
             for r in repos

@@ -1,0 +1,257 @@
+"""The fit estimate against what llama.cpp really allocates, and the verdict logic.
+
+Accuracy stated and checked here, on CPU (llama-cpp-python 0.3.36):
+- KV cache: exact (to the 0.01 MiB llama.cpp prints), for f16/q8_0/q4_0 caches, with and
+  without flash attention, and for sliding-window layers (gemma2, swa_full on and off);
+- weights: exact (the mapped model buffer);
+- total (weights + KV + compute + output buffers): within 10%; measured within ~2%.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import pytest
+
+from backend.hub.fit_estimate import FitSettings, estimate_fit
+from backend.hub.gguf_header import read_gguf_header
+from backend.hub.memory_probe import AvailableMemory, GpuMemory, probe_memory
+from tests.hub.gguf_writer import tiny_gemma2
+
+llama_cpp = pytest.importorskip("llama_cpp")
+
+MiB = 1 << 20
+GGML_TYPES = {"f16": 1, "q8_0": 8, "q4_0": 2}
+FLASH = {"auto": -1, "off": 0, "on": 1}
+
+
+@dataclass
+class Reported:
+    model_mib: float
+    kv_mib: float
+    k_mib: float
+    v_mib: float
+    compute_mib: float
+    output_mib: float
+
+    @property
+    def total_mib(self) -> float:
+        return self.model_mib + self.kv_mib + self.compute_mib + self.output_mib
+
+
+class LlamaCppProbe:
+    """Loads a model with llama.cpp and reads the buffer sizes it logs."""
+
+    def __init__(self, path: Path) -> None:
+        self.lines: list[str] = []
+
+        @llama_cpp.llama_log_callback  # type: ignore[misc]
+        def capture(level: int, text: bytes, user_data: ctypes.c_void_p) -> None:
+            self.lines.append(text.decode(errors="replace"))
+
+        self._callback = capture  # keep a reference while llama.cpp holds it
+        llama_cpp.llama_log_set(capture, ctypes.c_void_p(0))
+        llama_cpp.llama_backend_init()
+        params = llama_cpp.llama_model_default_params()
+        self.model = llama_cpp.llama_model_load_from_file(str(path).encode(), params)
+        assert self.model, "".join(self.lines)[-2000:]
+        text = "".join(self.lines)
+        self.model_mib = sum(
+            float(m) for m in re.findall(r"model buffer size = +([\d.]+) MiB", text)
+        )
+
+    def measure(self, s: FitSettings) -> Reported:
+        self.lines.clear()
+        cp = llama_cpp.llama_context_default_params()
+        cp.n_ctx, cp.n_batch, cp.n_ubatch = s.n_ctx, s.n_batch, s.n_ubatch
+        cp.n_seq_max = s.n_seq_max
+        cp.type_k, cp.type_v = GGML_TYPES[s.cache_type_k], GGML_TYPES[s.cache_type_v]
+        cp.flash_attn_type = FLASH[s.flash_attn]
+        cp.kv_unified, cp.swa_full = s.kv_unified, s.swa_full
+        ctx = llama_cpp.llama_init_from_model(self.model, cp)
+        assert ctx, "".join(self.lines)[-2000:]
+        llama_cpp.llama_free(ctx)
+        text = "".join(self.lines)
+        kv = re.findall(
+            r"llama_kv_cache: size = +([\d.]+) MiB.*K \(\w+\): +([\d.]+) MiB, V \(\w+\): +([\d.]+)",
+            text,
+        )
+        assert kv, text[-2000:]
+        return Reported(
+            model_mib=self.model_mib,
+            kv_mib=sum(float(k[0]) for k in kv),
+            k_mib=sum(float(k[1]) for k in kv),
+            v_mib=sum(float(k[2]) for k in kv),
+            compute_mib=sum(
+                float(m) for m in re.findall(r"compute buffer size = +([\d.]+) MiB", text)
+            ),
+            output_mib=sum(
+                float(m) for m in re.findall(r"output buffer size = +([\d.]+) MiB", text)
+            ),
+        )
+
+    def close(self) -> None:
+        llama_cpp.llama_model_free(self.model)
+        from llama_cpp import _logger
+
+        llama_cpp.llama_log_set(_logger.llama_log_callback, ctypes.c_void_p(0))
+
+
+@pytest.fixture(scope="module")
+def smollm2_probe(smollm2_path: Path) -> Iterator[LlamaCppProbe]:
+    probe = LlamaCppProbe(smollm2_path)
+    yield probe
+    probe.close()
+
+
+@pytest.fixture(scope="module")
+def gemma2_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tiny_gemma2(tmp_path_factory.mktemp("gemma2") / "tiny-gemma2-F16.gguf")
+
+
+@pytest.fixture(scope="module")
+def gemma2_probe(gemma2_path: Path) -> Iterator[LlamaCppProbe]:
+    probe = LlamaCppProbe(gemma2_path)
+    yield probe
+    probe.close()
+
+
+def _check(estimate_path: Path, probe: LlamaCppProbe, settings: FitSettings) -> None:
+    est = estimate_fit(read_gguf_header(estimate_path), settings)
+    got = probe.measure(settings)
+    # KV: exact, to the two decimals llama.cpp prints
+    assert est.kv_k_bytes / MiB == pytest.approx(got.k_mib, abs=0.006)
+    assert est.kv_v_bytes / MiB == pytest.approx(got.v_mib, abs=0.006)
+    assert est.kv_bytes / MiB == pytest.approx(got.kv_mib, abs=0.011)
+    assert est.weights_bytes / MiB == pytest.approx(got.model_mib, abs=0.006)
+    # total: within 10% (the compute buffer is the estimated part)
+    assert est.total_bytes / MiB == pytest.approx(got.total_mib, rel=0.10)
+    assert est.compute_bytes / MiB == pytest.approx(got.compute_mib + got.output_mib, rel=0.10)
+
+
+SMOLLM2_SETTINGS = [
+    FitSettings(n_ctx=512),
+    FitSettings(n_ctx=4096, n_parallel=1, prefix_cache_entries=0),
+    FitSettings(n_ctx=8192, flash_attn="off"),
+    FitSettings(n_ctx=16384, flash_attn="off", n_parallel=8),
+    FitSettings(n_ctx=3000, cache_type_k="q8_0", cache_type_v="q8_0"),
+    FitSettings(n_ctx=4096, cache_type_k="q4_0", cache_type_v="q4_0", flash_attn="on"),
+    FitSettings(n_ctx=4096, cache_type_k="q8_0", cache_type_v="f16", n_ubatch=128, n_batch=256),
+    FitSettings(n_ctx=32768, n_ubatch=256, n_batch=2048),
+]
+
+
+@pytest.mark.parametrize(
+    "settings",
+    SMOLLM2_SETTINGS,
+    ids=lambda s: f"c{s.n_ctx}-{s.cache_type_k}-{s.cache_type_v}-fa{s.flash_attn}-ub{s.n_ubatch}",
+)
+def test_smollm2_estimate_matches_llama_cpp(
+    smollm2_path: Path, smollm2_probe: LlamaCppProbe, settings: FitSettings
+) -> None:
+    _check(smollm2_path, smollm2_probe, settings)
+
+
+GEMMA2_SETTINGS = [
+    FitSettings(n_ctx=4096, swa_full=False),
+    FitSettings(n_ctx=4096, swa_full=True),
+    FitSettings(n_ctx=16384, swa_full=False, flash_attn="off"),
+    FitSettings(n_ctx=8192, swa_full=False, n_parallel=1, prefix_cache_entries=0),
+    FitSettings(n_ctx=8192, swa_full=False, n_ubatch=128, cache_type_k="q8_0", cache_type_v="q8_0"),
+]
+
+
+@pytest.mark.parametrize(
+    "settings",
+    GEMMA2_SETTINGS,
+    ids=lambda s: (
+        f"c{s.n_ctx}-swafull{s.swa_full}"
+        f"-np{s.n_parallel}-fa{s.flash_attn}-ub{s.n_ubatch}-{s.cache_type_k}"
+    ),
+)
+def test_sliding_window_model_matches_llama_cpp(
+    gemma2_path: Path, gemma2_probe: LlamaCppProbe, settings: FitSettings
+) -> None:
+    _check(gemma2_path, gemma2_probe, settings)
+
+
+def test_sliding_window_layers_are_smaller(gemma2_path: Path) -> None:
+    header = read_gguf_header(gemma2_path)
+    small = estimate_fit(header, FitSettings(n_ctx=32768, swa_full=False))
+    full = estimate_fit(header, FitSettings(n_ctx=32768, swa_full=True))
+    assert small.swa_cells < small.kv_cells == full.swa_cells == 32768
+    assert small.kv_bytes < full.kv_bytes
+
+
+# --- verdicts (pure: synthetic free memory) ---------------------------------------------------
+def _gpu(free_mib: int) -> AvailableMemory:
+    return AvailableMemory(
+        ram_free_bytes=64 << 30,
+        ram_total_bytes=64 << 30,
+        gpus=[GpuMemory(0, "Test GPU", free_mib * MiB, 80 << 30)],
+    )
+
+
+def test_verdict_fits_on_gpu_and_splits_layers(smollm2_path: Path) -> None:
+    header = read_gguf_header(smollm2_path)
+    embeddings = header.tensor("token_embd.weight")
+    assert embeddings is not None and header.tensor("output.weight") is None  # tied output
+    est = estimate_fit(header, FitSettings(n_ctx=4096), _gpu(80_000))
+    assert est.verdict == "fits" and est.n_gpu_layers == est.n_layer + 1
+    # token_embd stays on the CPU (input layer) and is copied to the GPU for the output layer
+    assert est.weights_cpu_bytes == embeddings.n_bytes
+    assert est.weights_bytes == header.tensor_bytes + embeddings.n_bytes
+    assert est.kv_gpu_bytes == est.kv_bytes and est.gpus[0].needed_bytes == est.gpu_bytes
+
+    # -ngl 16 = the output layer and the last 15 repeating layers (llama.cpp's order)
+    part = estimate_fit(header, FitSettings(n_ctx=4096, n_gpu_layers=16), _gpu(80_000))
+    assert part.n_gpu_layers == 16
+    assert sum(1 for b in part.weights_gpu_per_layer if b) == 15
+    assert part.weights_gpu_per_layer[:15] == [0] * 15
+    assert part.kv_gpu_bytes * 2 == part.kv_bytes
+    assert part.weights_gpu_bytes == sum(part.weights_gpu_per_layer) + embeddings.n_bytes + (
+        header.tensor("output_norm.weight").n_bytes  # type: ignore[union-attr]
+    )
+
+
+def test_verdict_partial_offload_suggests_layers(smollm2_path: Path) -> None:
+    header = read_gguf_header(smollm2_path)
+    settings = FitSettings(n_ctx=32768)
+    full = estimate_fit(header, settings)
+    vram_mib = (full.total_bytes // 2) // MiB + 512  # about half the model, plus the reserve
+    est = estimate_fit(header, settings, _gpu(vram_mib))
+    assert est.verdict == "partial_offload"
+    ngl = est.suggested_gpu_layers
+    assert ngl is not None and 0 < ngl < est.n_layer
+    fits = estimate_fit(header, replace(settings, n_gpu_layers=ngl), _gpu(vram_mib))
+    too_many = estimate_fit(header, replace(settings, n_gpu_layers=ngl + 1), _gpu(vram_mib))
+    assert fits.verdict == "fits" and too_many.verdict != "fits"
+
+
+def test_verdict_wont_fit_suggests_context_and_cache_type(smollm2_path: Path) -> None:
+    header = read_gguf_header(smollm2_path)
+    settings = FitSettings(n_ctx=65536)
+    need = estimate_fit(header, settings).total_bytes
+    ram = AvailableMemory(ram_free_bytes=need * 6 // 10 + (256 << 20), ram_total_bytes=need)
+    est = estimate_fit(header, settings, ram)
+    assert est.verdict == "wont_fit"
+    assert est.suggested_n_ctx is not None and est.suggested_n_ctx % 256 == 0
+    assert estimate_fit(header, replace(settings, n_ctx=est.suggested_n_ctx), ram).verdict == "fits"
+    bigger = replace(settings, n_ctx=est.suggested_n_ctx + 256)
+    assert estimate_fit(header, bigger, ram).verdict == "wont_fit"
+    assert est.suggested_cache_type in ("q8_0", "q4_0")
+    q = est.suggested_cache_type
+    with_q = replace(settings, cache_type_k=q, cache_type_v=q)
+    assert estimate_fit(header, with_q, ram).verdict == "fits"
+    assert f"-c {est.suggested_n_ctx}" in est.message and f"-ctk {q}" in est.message
+
+
+def test_no_gpu_probe_never_fails() -> None:
+    memory = probe_memory()
+    assert memory.ram_free_bytes > 0
+    if not memory.gpus:
+        assert memory.gpu_note and memory.gpu_note.startswith("no GPU")
