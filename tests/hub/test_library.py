@@ -1,0 +1,132 @@
+"""The local library: listing from headers, the embedded model, safe deletion, CLI list/rm/fit."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from backend.cli.main import main
+from backend.errors import ModelNotFoundError
+from backend.hub.download_manager import pull
+from backend.hub.errors import LibraryError
+from backend.hub.gguf_header import read_gguf_header
+from backend.hub.library import ModelLibrary
+from tests.hub.conftest import GGUF_FILE, GGUF_REPO, ST_REPO
+from tests.hub.gguf_writer import tiny_gemma2
+from tests.hub.hub_stand_in import HubStandIn
+
+
+def test_embedded_model_is_listed_and_protected(smollm2_path: Path, isolated_home: Path) -> None:
+    library = ModelLibrary()
+    assert library.root == (isolated_home / "models").resolve()
+    [embedded] = library.entries()
+    assert embedded.source == "embedded" and not embedded.removable
+    assert Path(embedded.path) == smollm2_path
+    assert library.find("default") == embedded
+    with pytest.raises(LibraryError, match="embedded default model"):
+        library.delete("default")
+    with pytest.raises(LibraryError, match="outside the model library"):
+        library.delete_path(smollm2_path)
+    assert smollm2_path.is_file()
+
+
+def test_downloads_are_listed_from_gguf_and_safetensors_headers(
+    hub: HubStandIn, smollm2_path: Path, tiny_safetensors: tuple[Path, int]
+) -> None:
+    pull(GGUF_REPO)
+    pull(ST_REPO)
+    entries = {e.name: e for e in ModelLibrary().entries()}
+    gguf = entries[f"test-org--SmolLM2-135M-Instruct-GGUF/{GGUF_FILE[:-5]}"]
+    header = read_gguf_header(smollm2_path)
+    assert gguf.format == "gguf" and gguf.source == "download" and gguf.repo_id == GGUF_REPO
+    assert gguf.architecture == header.architecture == "llama"
+    assert gguf.parameter_count == header.parameter_count
+    assert gguf.context_length == header.context_length
+    assert gguf.file_type == "Q4_1" and gguf.has_chat_template
+    assert gguf.bits_per_weight == pytest.approx(8 * header.tensor_bytes / header.parameter_count, abs=1e-3)
+    assert gguf.size_bytes == smollm2_path.stat().st_size
+
+    st = entries["test-org--tiny-llama-safetensors"]
+    _, params = tiny_safetensors
+    assert st.format == "safetensors" and st.repo_id == ST_REPO
+    assert st.architecture == "LlamaForCausalLM" and st.context_length == 2048
+    assert st.parameter_count == params and st.bits_per_weight == 16.0
+    assert st.file_type == "FLOAT16" and st.has_chat_template
+
+
+def test_local_files_quant_outputs_and_bad_files(isolated_home: Path) -> None:
+    root = ModelLibrary().root
+    (root / "quantized").mkdir()
+    tiny_gemma2(root / "quantized" / "tiny-gemma2-F16.gguf")
+    (root / "broken.gguf").write_bytes(b"GGUF" + b"\x03\0\0\0" + b"\x01" * 10)
+    (root / ".downloads").mkdir()
+    (root / ".downloads" / "partial.gguf").write_bytes(b"GGUF")
+    entries = {e.name: e for e in ModelLibrary().entries()}
+    assert set(entries) == {"SmolLM2-135M-Instruct", "quantized/tiny-gemma2-F16", "broken"}
+    local = entries["quantized/tiny-gemma2-F16"]
+    assert local.source == "local" and local.architecture == "gemma2" and not local.has_chat_template
+    assert entries["broken"].error is not None and entries["broken"].architecture is None
+
+
+def test_delete_removes_only_inside_the_library(
+    hub: HubStandIn, tmp_path: Path, isolated_home: Path
+) -> None:
+    [path] = pull(GGUF_REPO)
+    library = ModelLibrary()
+    outside = tmp_path / "outside.gguf"
+    shutil.copy(path, outside)
+    with pytest.raises(LibraryError, match="outside the model library"):
+        library.delete_path(outside)
+    # a link inside the library that points outside is refused too
+    link = library.root / "linked.gguf"
+    link.symlink_to(outside)
+    with pytest.raises(LibraryError, match="outside the model library"):
+        library.delete("linked")
+    assert outside.is_file()
+    link.unlink()
+
+    removed = library.delete(GGUF_FILE)
+    assert removed == [path] and not path.exists()
+    assert not path.parent.exists()  # the emptied repo folder went too
+    with pytest.raises(ModelNotFoundError):
+        library.find(GGUF_FILE)
+
+
+def test_models_dir_setting(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("QUANTDESK_MODELS_DIR", str(tmp_path / "elsewhere"))
+    assert ModelLibrary().root == (tmp_path / "elsewhere").resolve()
+
+
+def test_cli_list_rm_and_fit(
+    hub: HubStandIn, capsys: pytest.CaptureFixture[str], smollm2_path: Path
+) -> None:
+    pull(GGUF_REPO)
+    assert main(["models", "list", "--json"]) == 0
+    names = [e["name"] for e in json.loads(capsys.readouterr().out)]
+    assert names[0] == "SmolLM2-135M-Instruct" and len(names) == 2
+    assert main(["models", "list"]) == 0
+    assert "(embedded)" in capsys.readouterr().out
+
+    assert main(["models", "fit", "default", "-c", "8192", "-ctk", "q8_0", "-ctv", "q8_0",
+                 "-np", "2", "--json"]) == 0
+    fit = json.loads(capsys.readouterr().out)
+    for key in ("weights_bytes", "kv_bytes", "compute_bytes", "total_bytes", "verdict"):
+        assert key in fit
+    assert fit["verdict"] in ("fits", "partial_offload", "wont_fit")
+    assert fit["kv_cells"] == 8192 and fit["cache_type_k"] == "q8_0"
+    header = read_gguf_header(smollm2_path)
+    # q8_0: 34 bytes per 32 values; 30 layers x 3 kv heads x 64 dims, K and V
+    assert fit["kv_bytes"] == 2 * 30 * 8192 * (3 * 64 // 32 * 34) == fit["kv_k_bytes"] * 2
+    assert fit["weights_bytes"] >= header.tensor_bytes
+
+    assert main(["models", "fit", GGUF_FILE[:-5]]) == 0
+    assert "verdict:" in capsys.readouterr().out
+
+    assert main(["models", "rm", "default"]) == 1
+    assert "cannot be deleted" in capsys.readouterr().err
+    assert main(["models", "rm", GGUF_FILE]) == 0
+    assert "deleted" in capsys.readouterr().out
+    assert main(["models", "fit", "no-such-model"]) == 3
