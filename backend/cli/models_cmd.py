@@ -13,7 +13,12 @@ from backend.hub.download_manager import DownloadManager, DownloadProgress
 from backend.hub.fit_estimate import FitEstimate, FitSettings, estimate_fit
 from backend.hub.ggml_types import CACHE_TYPES
 from backend.hub.gguf_header import read_gguf_header
-from backend.hub.hub_search import list_repo_files, search_models
+from backend.hub.hub_search import (
+    RepoListing,
+    list_repo_files,
+    remote_gguf_header,
+    search_models,
+)
 from backend.hub.hub_settings import HubSettings
 from backend.hub.library import ModelLibrary
 from backend.hub.memory_probe import probe_memory
@@ -55,15 +60,39 @@ def _cmd_search(args: argparse.Namespace) -> int:
     return 0
 
 
+def _inspect(args: argparse.Namespace, listing: RepoListing) -> dict[str, dict[str, Any]]:
+    """GGUF metadata of each GGUF file, read remotely from its header (a few MB per file)."""
+    result: dict[str, dict[str, Any]] = {}
+    for f in listing.gguf_files:
+        header = remote_gguf_header(
+            listing.repo_id, f.path, revision=listing.revision, settings=_settings(args)
+        )
+        result[f.path] = {
+            "architecture": header.architecture,
+            "file_type": header.file_type_name,
+            "parameter_count": header.parameter_count,
+            "context_length": header.context_length,
+            "has_chat_template": header.chat_template is not None,
+        }
+    return result
+
+
 def _cmd_files(args: argparse.Namespace) -> int:
     listing = list_repo_files(args.repo, revision=args.revision, settings=_settings(args))
+    metadata = _inspect(args, listing) if args.inspect else {}
     if args.json:
-        _emit_json(listing.to_dict())
+        data = listing.to_dict()
+        for entry in data["files"]:
+            if entry["path"] in metadata:
+                entry["metadata"] = metadata[entry["path"]]
+        _emit_json(data)
         return 0
     _out(f"{listing.repo_id} @ {listing.revision}" + ("  (gated)" if listing.gated else ""))
     for f in listing.files:
-        quant = f.quant or ""
-        _out(f"  {f.path:<60} {human_bytes(f.size):>10}  {f.kind:<11} {quant}")
+        meta = metadata.get(f.path)
+        quant = (meta["file_type"] if meta else None) or f.quant or ""
+        extra = f"  {meta['architecture']}, ctx {meta['context_length']}" if meta else ""
+        _out(f"  {f.path:<60} {human_bytes(f.size):>10}  {f.kind:<11} {quant}{extra}")
     if listing.is_safetensors_source:
         _out("safetensors model: 'quantdesk models pull' fetches it for conversion to GGUF")
     return 0
@@ -223,6 +252,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p = sub.add_parser("files", help="list a repo's files with sizes and quant types")
     p.add_argument("repo")
     p.add_argument("--revision")
+    p.add_argument(
+        "--inspect",
+        action="store_true",
+        help="also read each GGUF's header remotely (quant type from metadata)",
+    )
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=_cmd_files)
 

@@ -38,7 +38,7 @@ def test_header_agrees_with_llama_cpp(smollm2_path: Path) -> None:
         llama_cpp.llama_model_meta_val_str(model, b"general.architecture", buf, 256)
         assert header.architecture == buf.value.decode()
         llama_cpp.llama_model_desc(model, buf, 256)
-        assert header.file_type_name in buf.value.decode()  # e.g. "llama ?B Q4_1"
+        assert str(header.file_type_name) in buf.value.decode()  # e.g. "llama ?B Q4_1"
     finally:
         llama_cpp.llama_model_free(model)
 

@@ -78,5 +78,11 @@ def test_cli_search_and_files_json(hub: HubStandIn, capsys: pytest.CaptureFixtur
     assert by_path[GGUF_FILE]["quant"] == "Q4_1"
     assert by_path["README.md"]["kind"] == "other"
 
+    assert main(["models", "files", GGUF_REPO, "--inspect", "--json"]) == 0
+    inspected = {f["path"]: f for f in json.loads(capsys.readouterr().out)["files"]}
+    meta = inspected[GGUF_FILE]["metadata"]
+    assert meta["file_type"] == "Q4_1" and meta["architecture"] == "llama"
+    assert "metadata" not in inspected["README.md"]
+
     assert main(["models", "files", ST_REPO]) == 0
     assert "conversion" in capsys.readouterr().out

@@ -15,7 +15,7 @@ from backend.hub.errors import LibraryError
 from backend.hub.gguf_header import read_gguf_header
 from backend.hub.library import ModelLibrary
 from tests.hub.conftest import GGUF_FILE, GGUF_REPO, ST_REPO
-from tests.hub.gguf_writer import tiny_gemma2
+from tests.hub.gguf_writer import tiny_gemma2, write_gguf
 from tests.hub.hub_stand_in import HubStandIn
 
 
@@ -46,7 +46,9 @@ def test_downloads_are_listed_from_gguf_and_safetensors_headers(
     assert gguf.parameter_count == header.parameter_count
     assert gguf.context_length == header.context_length
     assert gguf.file_type == "Q4_1" and gguf.has_chat_template
-    assert gguf.bits_per_weight == pytest.approx(8 * header.tensor_bytes / header.parameter_count, abs=1e-3)
+    assert gguf.bits_per_weight == pytest.approx(
+        8 * header.tensor_bytes / header.parameter_count, abs=1e-3
+    )
     assert gguf.size_bytes == smollm2_path.stat().st_size
 
     st = entries["test-org--tiny-llama-safetensors"]
@@ -67,7 +69,9 @@ def test_local_files_quant_outputs_and_bad_files(isolated_home: Path) -> None:
     entries = {e.name: e for e in ModelLibrary().entries()}
     assert set(entries) == {"SmolLM2-135M-Instruct", "quantized/tiny-gemma2-F16", "broken"}
     local = entries["quantized/tiny-gemma2-F16"]
-    assert local.source == "local" and local.architecture == "gemma2" and not local.has_chat_template
+    assert (
+        local.source == "local" and local.architecture == "gemma2" and not local.has_chat_template
+    )
     assert entries["broken"].error is not None and entries["broken"].architecture is None
 
 
@@ -95,6 +99,27 @@ def test_delete_removes_only_inside_the_library(
         library.find(GGUF_FILE)
 
 
+def test_split_gguf_is_one_entry_and_deleted_whole(isolated_home: Path) -> None:
+    root = ModelLibrary().root
+    parts = []
+    for index in (1, 2):
+        path = root / f"big-Q8_0-{index:05d}-of-00002.gguf"
+        meta = {
+            "general.architecture": "llama",
+            "llama.block_count": 2,
+            "split.no": index - 1,
+            "split.count": 2,
+        }
+        tensors = {f"blk.{index - 1}.attn_q.weight": ([64, 64], "f16")}
+        parts.append(write_gguf(path, meta, tensors))
+    [entry] = [e for e in ModelLibrary().entries() if e.source == "local"]
+    assert entry.name == "big-Q8_0-00001-of-00002"
+    assert entry.parameter_count == 2 * 64 * 64
+    assert entry.size_bytes == sum(p.stat().st_size for p in parts)
+    assert ModelLibrary().delete(entry.name) == parts
+    assert not any(p.exists() for p in parts)
+
+
 def test_models_dir_setting(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("QUANTDESK_MODELS_DIR", str(tmp_path / "elsewhere"))
     assert ModelLibrary().root == (tmp_path / "elsewhere").resolve()
@@ -110,8 +135,25 @@ def test_cli_list_rm_and_fit(
     assert main(["models", "list"]) == 0
     assert "(embedded)" in capsys.readouterr().out
 
-    assert main(["models", "fit", "default", "-c", "8192", "-ctk", "q8_0", "-ctv", "q8_0",
-                 "-np", "2", "--json"]) == 0
+    assert (
+        main(
+            [
+                "models",
+                "fit",
+                "default",
+                "-c",
+                "8192",
+                "-ctk",
+                "q8_0",
+                "-ctv",
+                "q8_0",
+                "-np",
+                "2",
+                "--json",
+            ]
+        )
+        == 0
+    )
     fit = json.loads(capsys.readouterr().out)
     for key in ("weights_bytes", "kv_bytes", "compute_bytes", "total_bytes", "verdict"):
         assert key in fit
