@@ -216,6 +216,8 @@ def _print_fit(est: FitEstimate) -> None:
     elif est.gpu_note:
         free += f" ({est.gpu_note})"
     _out(free)
+    for warning in est.warnings:
+        _out(f"warning: {warning}")
     _out(f"verdict: {est.verdict}: {est.message}")
 
 

@@ -29,6 +29,7 @@ from backend.hub.errors import HubError
 from backend.hub.ggml_types import CACHE_TYPES, GGMLType, cache_type
 from backend.hub.gguf_header import ArrayInfo, GGUFHeader
 from backend.hub.memory_probe import AvailableMemory
+from backend.hub.units import human_bytes
 
 MiB = 1 << 20
 KV_PAD = 256
@@ -348,6 +349,7 @@ class FitEstimate:
     vram_free_bytes: int | None = None
     gpus: list[GpuShare] = field(default_factory=list)
     gpu_note: str | None = None
+    warnings: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -472,7 +474,7 @@ def estimate_fit(
             if has_gpu and all(needs.gpu_layers)
             else ("in RAM" if not has_gpu else "split between GPU and RAM")
         )
-        message = f"fits {where}: needs {needs.gpu + needs.cpu:,} bytes"
+        message = f"fits {where}: needs {human_bytes(needs.gpu + needs.cpu)}"
     else:
         verdict, message = "wont_fit", "does not fit in free memory"
         if has_gpu:
@@ -512,6 +514,16 @@ def estimate_fit(
                 else ("does not fit even with the smallest context: choose a smaller quant")
             )
     gpu_bytes = needs.gpu if has_gpu else 0
+    warnings: list[str] = []
+    n_ctx_train = header.context_length
+    per_seq = (
+        needs.layout.cells if settings.kv_unified else needs.layout.cells // settings.n_seq_max
+    )
+    if n_ctx_train and per_seq > n_ctx_train:
+        warnings.append(
+            f"a sequence may use {per_seq} tokens of context, more than the {n_ctx_train} "
+            "the model was trained on: quality may drop past that"
+        )
     weights_gpu_per_layer = [
         b if needs.gpu_layers[il] else 0 for il, b in enumerate(shape.layer_bytes)
     ]
@@ -550,4 +562,5 @@ def estimate_fit(
         vram_free_bytes=memory.vram_free_bytes if memory.gpus else None,
         gpus=_gpu_shares(gpu_bytes, memory),
         gpu_note=memory.gpu_note,
+        warnings=warnings,
     )
