@@ -118,3 +118,58 @@ def tiny_gemma2(
             }
         )
     return write_gguf(path, metadata, tensors)
+
+
+def tiny_llama(
+    path: Path,
+    *,
+    n_layer: int = 4,
+    n_embd: int = 256,
+    n_head: int = 16,
+    n_head_kv: int = 4,
+    head_dim: int = 64,
+    n_ff: int = 768,
+    n_vocab: int = 4096,
+    tied_output: bool = False,
+) -> Path:
+    """A zero-weight llama model whose attention width (n_head x head_dim) differs from n_embd."""
+    arch = "llama"
+    metadata: dict[str, Any] = {
+        "general.architecture": arch,
+        "general.name": "tiny-llama-test",
+        "general.file_type": 1,
+        f"{arch}.context_length": 4096,
+        f"{arch}.embedding_length": n_embd,
+        f"{arch}.block_count": n_layer,
+        f"{arch}.feed_forward_length": n_ff,
+        f"{arch}.attention.head_count": n_head,
+        f"{arch}.attention.head_count_kv": n_head_kv,
+        f"{arch}.attention.key_length": head_dim,
+        f"{arch}.attention.value_length": head_dim,
+        f"{arch}.rope.dimension_count": head_dim,
+        f"{arch}.attention.layer_norm_rms_epsilon": 1e-5,
+        f"{arch}.vocab_size": n_vocab,
+        "tokenizer.ggml.model": "none",
+    }
+    tensors: dict[str, tuple[list[int], str]] = {
+        "token_embd.weight": ([n_embd, n_vocab], "f16"),
+        "output_norm.weight": ([n_embd], "f32"),
+    }
+    if not tied_output:
+        tensors["output.weight"] = ([n_embd, n_vocab], "f16")
+    for il in range(n_layer):
+        p = f"blk.{il}."
+        tensors.update(
+            {
+                p + "attn_norm.weight": ([n_embd], "f32"),
+                p + "attn_q.weight": ([n_embd, n_head * head_dim], "f16"),
+                p + "attn_k.weight": ([n_embd, n_head_kv * head_dim], "f16"),
+                p + "attn_v.weight": ([n_embd, n_head_kv * head_dim], "f16"),
+                p + "attn_output.weight": ([n_head * head_dim, n_embd], "f16"),
+                p + "ffn_norm.weight": ([n_embd], "f32"),
+                p + "ffn_gate.weight": ([n_embd, n_ff], "f16"),
+                p + "ffn_up.weight": ([n_embd, n_ff], "f16"),
+                p + "ffn_down.weight": ([n_ff, n_embd], "f16"),
+            }
+        )
+    return write_gguf(path, metadata, tensors)
