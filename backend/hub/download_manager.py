@@ -39,6 +39,7 @@ from backend.hub.errors import (
     DiskSpaceError,
     DownloadCancelledError,
     DownloadError,
+    HubConnectionError,
     HubNotFoundError,
 )
 from backend.hub.hub_errors import hub_errors
@@ -108,24 +109,33 @@ class _RateMeter:
         return (done - d0) / (now - t0) if now > t0 else 0.0
 
 
-def _hash_file(path: Path, algorithm: str, prefix: bytes = b"") -> str:
+HashProgress = Callable[[int], None]
+
+
+def _hash_file(
+    path: Path, algorithm: str, prefix: bytes = b"", progress: HashProgress | None = None
+) -> str:
     digest = hashlib.new(algorithm)
     digest.update(prefix)
+    done = 0
     with path.open("rb") as fh:
         while chunk := fh.read(8 << 20):
             digest.update(chunk)
+            done += len(chunk)
+            if progress is not None:
+                progress(done)
     return digest.hexdigest()
 
 
-def _verify(path: Path, hub_file: HubFile) -> None:
+def _verify(path: Path, hub_file: HubFile, progress: HashProgress | None = None) -> None:
     """Check SHA-256 (LFS files) or the git blob SHA-1 (small files) of a complete file."""
     if hub_file.sha256:
-        actual = _hash_file(path, "sha256")
+        actual = _hash_file(path, "sha256", progress=progress)
         expected = hub_file.sha256.lower()
         algo = "SHA-256"
     elif hub_file.blob_id:
         size = path.stat().st_size
-        actual = _hash_file(path, "sha1", prefix=f"blob {size}\0".encode())
+        actual = _hash_file(path, "sha1", prefix=f"blob {size}\0".encode(), progress=progress)
         expected = hub_file.blob_id.lower()
         algo = "git blob SHA-1"
     else:
@@ -233,15 +243,28 @@ class DownloadManager:
         if size is not None:
             check_disk_space(self.library, size - have, hub_file.path)
 
-        self._stream(location, headers, part, have, size, repo_id, hub_file, file_index, file_count)
+        try:
+            self._stream(
+                location, headers, part, have, size, repo_id, hub_file, file_index, file_count
+            )
+        except HubConnectionError as exc:
+            got = part.stat().st_size if part.exists() else 0
+            raise DownloadError(
+                f"{hub_file.path}: download interrupted at {got / 1e6:.1f} MB ({exc}); "
+                "run it again to resume"
+            ) from exc
         done = part.stat().st_size
         if size is not None and done != size:
             raise DownloadError(
                 f"{hub_file.path}: got {done} bytes, expected {size}; "
                 "run the download again to resume"
             )
-        self._report(repo_id, hub_file, "verifying", done, size, 0.0, file_index, file_count)
-        _verify(part, hub_file)
+
+        def hashing(hashed: int) -> None:
+            self._report(repo_id, hub_file, "verifying", hashed, done, 0.0, file_index, file_count)
+
+        hashing(0)
+        _verify(part, hub_file, hashing)
         target.parent.mkdir(parents=True, exist_ok=True)
         os.replace(part, target)
         self._report(repo_id, hub_file, "done", done, size, 0.0, file_index, file_count)

@@ -154,4 +154,5 @@ def hub(hub_server: HubStandIn, monkeypatch: pytest.MonkeyPatch, tmp_path: Path)
     monkeypatch.setattr(constants, "HF_STORED_TOKENS_PATH", str(tmp_path / "no-stored-tokens"))
     hub_server.requests.clear()
     hub_server.throttle_s_per_chunk = 0.0
+    hub_server.drop_after_bytes = None
     return hub_server

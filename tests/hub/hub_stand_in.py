@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import socket
 import threading
 import time
 from dataclasses import dataclass, field
@@ -134,6 +135,7 @@ class HubStandIn:
         self.requests: list[RequestRecord] = []
         self.throttle_s_per_chunk = 0.0  # sleep between 256 KiB chunks (to interrupt downloads)
         self.chunk_bytes = 256 << 10
+        self.drop_after_bytes: int | None = None  # cut the connection mid-body (network loss)
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -384,6 +386,11 @@ class _Handler(BaseHTTPRequestHandler):
             return
         pos = start
         while pos < end:
+            if self.hub.drop_after_bytes is not None and pos - start >= self.hub.drop_after_bytes:
+                self.close_connection = True
+                self.wfile.flush()
+                self.connection.shutdown(socket.SHUT_RDWR)
+                return
             chunk = f.read(pos, min(end, pos + self.hub.chunk_bytes))
             self.wfile.write(chunk)
             pos += len(chunk)

@@ -23,6 +23,7 @@ from backend.hub.errors import (
     ChecksumMismatchError,
     DiskSpaceError,
     DownloadCancelledError,
+    DownloadError,
     HubAccessError,
     HubNotFoundError,
 )
@@ -161,6 +162,22 @@ def test_resume_after_the_process_is_killed(
     assert _blob_gets(hub) == [f"bytes={have}-"]
     assert _sha256(path) == _sha256(smollm2_path)
     assert _all_files(partial_dir) == []
+
+
+def test_connection_lost_mid_file_then_resumed(
+    hub: HubStandIn, smollm2_path: Path, isolated_home: Path
+) -> None:
+    hub.drop_after_bytes = 10 << 20
+    with pytest.raises(DownloadError, match=r"interrupted at .* run it again to resume"):
+        pull(GGUF_REPO)
+    [part] = _all_files(_library(isolated_home) / ".downloads")
+    have = part.stat().st_size
+    assert have >= 10 << 20
+    hub.drop_after_bytes = None
+    hub.requests.clear()
+    [path] = pull(GGUF_REPO)
+    assert _blob_gets(hub) == [f"bytes={have}-"]
+    assert _sha256(path) == _sha256(smollm2_path)
 
 
 def test_checksum_mismatch_leaves_nothing_in_library(hub: HubStandIn, isolated_home: Path) -> None:
