@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import re
 import sys
 from datetime import UTC, datetime
@@ -96,6 +97,7 @@ def config_from_args(args: argparse.Namespace) -> BenchConfig:
 
 def run(args: argparse.Namespace) -> int:
     config = config_from_args(args)
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request is noise
 
     def on_progress(p: BenchProgress) -> None:
         if args.progress_jsonl:

@@ -33,3 +33,14 @@ def test_prompts_are_deterministic_distinct_and_sized() -> None:
     # distinct requests diverge within their first few words
     a, b = request_prompt(64, "1").split(), request_prompt(64, "2").split()
     assert a[:3] != b[:3]
+
+
+def test_prompt_lengths_match_a_real_tokenizer(smollm2_path: object) -> None:
+    """With SmolLM2's own tokenizer, n synthetic words are n tokens (give or take a few)."""
+    import llama_cpp
+    llm = llama_cpp.Llama(str(smollm2_path), vocab_only=True, verbose=False)
+    for key in ("a", "b", "c"):
+        n = len(llm.tokenize(request_prompt(64, key).encode(), add_bos=False))
+        assert 62 <= n <= 66
+    n = len(llm.tokenize(shared_prefix(1000, "x").encode(), add_bos=False))
+    assert 990 <= n <= 1010

@@ -1,0 +1,417 @@
+#!/usr/bin/env python3
+"""Run the same load against QuantDesk's server and its peers, one server at a time.
+
+Peers (same model file, threads, parallel slots, context and batch sizes):
+  ours              .venv/bin/quantdesk serve
+  llama-server      llama.cpp's C++ server (benchmarks/build_llama_server.sh builds it)
+  llama-cpp-python  python -m llama_cpp.server (one request at a time by design)
+
+Each server starts on 127.0.0.1 at a free port, is benchmarked with ``backend.bench``
+(warm-up, >= 3 repetitions, medians) with and without a shared system prompt, its RSS is
+sampled (psutil, whole process tree), and it is stopped before the next one starts.
+Writes ``peer-compare.json`` (all results + ratios vs llama-server), ``peer-compare.png``
+(absolute figures), ``peer-ratios.png`` (ratios) and the server logs into --out, and prints
+a table. The machine may be shared: figures are medians and only ratios from one run mean much.
+
+  .venv/bin/python benchmarks/peer_compare.py --concurrency 1,4,8,16 -np 16 -t 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import math
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psutil
+
+from backend.bench import (
+    BenchConfig,
+    BenchProgress,
+    BenchResult,
+    format_table,
+    run_benchmark,
+    write_json_atomic,
+    write_plot,
+)
+from backend.default_model import resolve_model_path
+
+ROOT = Path(__file__).resolve().parent.parent
+VENV_BIN = Path(sys.executable).parent
+DEFAULT_LLAMA_SERVER = ROOT / "build" / "peers" / "llama-server" / "bin" / "llama-server"
+BASELINE = "llama-server"
+
+
+@dataclass
+class Knobs:
+    model: Path
+    threads: int
+    parallel: int
+    ctx: int
+    batch: int
+    ubatch: int
+
+
+@dataclass
+class ServerSpec:
+    name: str
+    argv: Callable[[Knobs, int], list[str]]
+    health_path: str = "/health"
+    bench_overrides: dict[str, Any] = field(default_factory=dict)
+    note: str = ""
+
+
+def _ours(k: Knobs, port: int) -> list[str]:
+    return [
+        str(VENV_BIN / "python"), "-m", "backend.cli.main", "serve", "--model", str(k.model),
+        "--host", "127.0.0.1", "--port", str(port),
+        "-np", str(k.parallel), "-t", str(k.threads), "-tb", str(k.threads),
+        "-c", str(k.ctx), "-b", str(k.batch), "-ub", str(k.ubatch),
+    ]
+
+
+def _llama_server(binary: Path) -> Callable[[Knobs, int], list[str]]:
+    def argv(k: Knobs, port: int) -> list[str]:
+        return [
+            str(binary), "-m", str(k.model), "--host", "127.0.0.1", "--port", str(port),
+            "-np", str(k.parallel), "-t", str(k.threads), "-tb", str(k.threads),
+            "-c", str(k.ctx), "-b", str(k.batch), "-ub", str(k.ubatch), "--no-webui",
+        ]
+    return argv
+
+
+def _llama_cpp_python(k: Knobs, port: int) -> list[str]:
+    # one sequence at a time: its context only needs to hold one request
+    return [
+        str(VENV_BIN / "python"), "-m", "llama_cpp.server", "--model", str(k.model),
+        "--host", "127.0.0.1", "--port", str(port),
+        "--n_threads", str(k.threads), "--n_threads_batch", str(k.threads),
+        "--n_ctx", str(max(2048, k.ctx // k.parallel)), "--n_batch", str(k.batch),
+        "--n_ubatch", str(k.ubatch), "--interrupt_requests", "False",
+    ]
+
+
+def eog_logit_bias(model: Path) -> dict[str, float]:
+    """Ban end-of-generation tokens: the way to fix the output length on a server that
+    ignores ``ignore_eos`` but honours ``logit_bias`` (llama-cpp-python's)."""
+    import llama_cpp
+
+    llm = llama_cpp.Llama(str(model), vocab_only=True, verbose=False)
+    vocab = llama_cpp.llama_model_get_vocab(llm.model)
+    n_vocab = llama_cpp.llama_vocab_n_tokens(vocab)
+    return {str(i): -100.0 for i in range(n_vocab) if llama_cpp.llama_vocab_is_eog(vocab, i)}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def tree_rss(proc: psutil.Process) -> int:
+    total = 0
+    for p in [proc, *proc.children(recursive=True)]:
+        with contextlib.suppress(psutil.Error):
+            total += p.memory_info().rss
+    return total
+
+
+@contextlib.contextmanager
+def started(spec: ServerSpec, knobs: Knobs, log_path: Path, timeout_s: float) -> Iterator[
+    tuple[str, subprocess.Popen[bytes]]
+]:
+    port = free_port()
+    argv = spec.argv(knobs, port)
+    url = f"http://127.0.0.1:{port}"
+    with log_path.open("wb") as log:
+        log.write((" ".join(argv) + "\n").encode())
+        log.flush()
+        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
+        try:
+            deadline = time.monotonic() + timeout_s
+            while True:
+                if proc.poll() is not None:
+                    raise RuntimeError(f"{spec.name} exited with {proc.returncode}; see {log_path}")
+                with contextlib.suppress(httpx.HTTPError):
+                    if httpx.get(url + spec.health_path, timeout=2).status_code == 200:
+                        break
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"{spec.name} not healthy after {timeout_s:.0f} s")
+                time.sleep(0.5)
+            yield url, proc
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=10)
+
+
+def ours_stats(url: str) -> dict[str, Any]:
+    """Model and KV sizes from our /v1/stats, for the RSS target (model + KV + 400 MB)."""
+    try:
+        stats = httpx.get(url + "/v1/stats", timeout=5).json()
+    except (httpx.HTTPError, ValueError):
+        return {}
+    return {
+        "model_size_bytes": stats.get("model", {}).get("size_bytes"),
+        "kv_bytes_total": stats.get("kv", {}).get("bytes_total"),
+        "prefix_cache": stats.get("prefix_cache"),
+        "step": stats.get("step"),
+    }
+
+
+def bench_one(
+    spec: ServerSpec, knobs: Knobs, base: BenchConfig, out: Path, timeout_s: float
+) -> BenchResult:
+    config = replace(base, label=spec.name, **spec.bench_overrides)
+    with started(spec, knobs, out / f"{spec.name}.log", timeout_s) as (url, proc):
+        ps = psutil.Process(proc.pid)
+        rss_loaded = tree_rss(ps)
+        peak = [rss_loaded]
+        stop = threading.Event()
+
+        def sample() -> None:
+            while not stop.wait(0.5):
+                with contextlib.suppress(psutil.Error):
+                    peak[0] = max(peak[0], tree_rss(ps))
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+
+        def progress(p: BenchProgress) -> None:
+            print(f"  [{spec.name}] {p.done}/{p.total} {p.message}", flush=True)
+
+        try:
+            result = run_benchmark(replace(config, url=url), progress=progress)
+        finally:
+            stop.set()
+            sampler.join()
+        result.server = {
+            "argv": spec.argv(knobs, 0)[1:],
+            "rss_bytes_loaded": rss_loaded,
+            "rss_bytes_end": tree_rss(ps),
+            "rss_bytes_peak": peak[0],
+            "note": spec.note,
+        }
+        if spec.name == "ours":
+            result.server.update(ours_stats(url))
+    return result
+
+
+RATIO_FIELDS = ("tokens_per_s", "ttft_ms_p50", "ttft_ms_p99", "itl_ms_p50", "requests_per_s")
+
+
+def ratios(results: list[BenchResult]) -> dict[str, Any]:
+    """Each server's medians divided by llama-server's, per scenario and concurrency."""
+    base = next((r for r in results if r.label == BASELINE), None)
+    if base is None:
+        return {}
+    out: dict[str, Any] = {}
+    for result in results:
+        if result is base:
+            continue
+        per_scenario: dict[str, Any] = {}
+        for scenario in result.scenarios:
+            base_scenario = base.scenario(scenario.name)
+            if base_scenario is None:
+                continue
+            rows = []
+            for level in scenario.levels:
+                base_level = base_scenario.level(level.concurrency)
+                if base_level is None:
+                    continue
+                row: dict[str, Any] = {"concurrency": level.concurrency}
+                for name in RATIO_FIELDS:
+                    a, b = level.median_of(name), base_level.median_of(name)
+                    row[name] = round(a / b, 3) if b and not math.isnan(a / b) else None
+                rows.append(row)
+            per_scenario[scenario.name] = rows
+        out[result.label] = per_scenario
+    return out
+
+
+def ratio_table(table: dict[str, Any]) -> str:
+    lines = [f"ratios vs {BASELINE} (>1 tok/s is better; <1 latency is better)",
+             f"{'server':<18} {'scenario':<14} {'conc':>4} {'tok/s':>7} {'TTFT50':>7} "
+             f"{'TTFT99':>7} {'ITL50':>7}"]
+    for label, scenarios in table.items():
+        for scenario, rows in scenarios.items():
+            for row in rows:
+                cells = [
+                    "-" if row[k] is None else f"{row[k]:.2f}"
+                    for k in ("tokens_per_s", "ttft_ms_p50", "ttft_ms_p99", "itl_ms_p50")
+                ]
+                lines.append(f"{label:<18} {scenario:<14} {row['concurrency']:>4} "
+                             + " ".join(f"{c:>7}" for c in cells))
+    return "\n".join(lines)
+
+
+def rss_table(results: list[BenchResult]) -> str:
+    lines = [f"{'server':<18} {'RSS loaded':>11} {'RSS peak':>10} {'RSS end':>10}"]
+    for r in results:
+        mb = {k: r.server[f"rss_bytes_{k}"] / 2**20 for k in ("loaded", "peak", "end")}
+        lines.append(
+            f"{r.label:<18} {mb['loaded']:>8.0f} MB {mb['peak']:>7.0f} MB {mb['end']:>7.0f} MB"
+        )
+    ours = next((r for r in results if r.label == "ours"), None)
+    if ours and ours.server.get("model_size_bytes") and ours.server.get("kv_bytes_total"):
+        budget = ours.server["model_size_bytes"] + ours.server["kv_bytes_total"] + 400 * 2**20
+        lines.append(f"ours: target RSS <= model + KV + 400 MB = {budget / 2**20:.0f} MB")
+    return "\n".join(lines)
+
+
+def write_ratio_plot(table: dict[str, Any], path: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(11, 4.5), layout="constrained")
+    ax_tps, ax_ttft = fig.subplots(1, 2)
+    for i, (label, scenarios) in enumerate(table.items()):
+        for j, (scenario, rows) in enumerate(scenarios.items()):
+            style = dict(color=f"C{i}", marker="os"[j % 2], linestyle="-" if j == 0 else "--")
+            xs = [row["concurrency"] for row in rows]
+            for ax, key in ((ax_tps, "tokens_per_s"), (ax_ttft, "ttft_ms_p99")):
+                ys = [math.nan if row[key] is None else row[key] for row in rows]
+                ax.plot(xs, ys, label=f"{label} / {scenario}", **style)  # type: ignore[arg-type]
+    ax_tps.axhline(1.0, color="grey", lw=1)
+    ax_tps.set_title(f"aggregate tokens/s ÷ {BASELINE} (higher is better)")
+    ax_ttft.axhline(1.0, color="grey", lw=1)
+    ax_ttft.axhline(0.2, color="green", lw=1, ls=":")
+    ax_ttft.set_title(f"TTFT p99 ÷ {BASELINE} (lower is better; 0.2 dotted)")
+    ax_ttft.set_yscale("log")
+    for ax in (ax_tps, ax_ttft):
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("concurrent clients")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7)
+    tmp = path.with_name(f".{path.stem}.tmp.png")
+    fig.savefig(tmp, dpi=110)
+    os.replace(tmp, path)
+    return path
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--model", default="default", help="GGUF path or 'default' (SmolLM2)")
+    p.add_argument("--servers", default="ours,llama-server,llama-cpp-python")
+    p.add_argument("--llama-server", type=Path, default=DEFAULT_LLAMA_SERVER)
+    p.add_argument("-t", "--threads", type=int, default=2)
+    p.add_argument("-np", "--parallel", type=int, default=16)
+    p.add_argument("-c", "--ctx-size", type=int, default=0,
+                   help="total KV cells (default: parallel x (prefix + prompt + output + 128))")
+    p.add_argument("-b", "--batch-size", type=int, default=512)
+    p.add_argument("-ub", "--ubatch-size", type=int, default=512)
+    p.add_argument("--concurrency", default="1,4,8,16")
+    p.add_argument("--reps", type=int, default=3)
+    p.add_argument("--requests-per-client", type=int, default=2)
+    p.add_argument("--prompt-tokens", type=int, default=64)
+    p.add_argument("--max-tokens", type=int, default=32)
+    p.add_argument("--shared-prefix-tokens", type=int, default=1000)
+    p.add_argument("--startup-timeout", type=float, default=300)
+    p.add_argument("--out", type=Path, default=None,
+                   help="output folder (default bench-results/peer-<UTC time>)")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    model = resolve_model_path(args.model)
+    ctx = args.ctx_size or args.parallel * (
+        args.shared_prefix_tokens + args.prompt_tokens + args.max_tokens + 128
+    )
+    knobs = Knobs(model, args.threads, args.parallel, ctx, args.batch_size, args.ubatch_size)
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    out: Path = args.out or ROOT / "bench-results" / f"peer-{stamp}"
+    out.mkdir(parents=True, exist_ok=True)
+
+    specs = {
+        "ours": ServerSpec("ours", _ours),
+        "llama-server": ServerSpec(BASELINE, _llama_server(args.llama_server)),
+        "llama-cpp-python": ServerSpec(
+            "llama-cpp-python", _llama_cpp_python, health_path="/v1/models",
+            note="serves one request at a time (interrupt_requests=False so streams finish); "
+            "ignores ignore_eos, so end-of-generation tokens get logit_bias -100",
+            bench_overrides={"extra_body": {"logit_bias": eog_logit_bias(model)}},
+        ),
+    }
+    base = BenchConfig(
+        url="http://127.0.0.1:1",
+        concurrency=tuple(int(c) for c in args.concurrency.split(",")),
+        repetitions=args.reps,
+        requests_per_client=args.requests_per_client,
+        prompt_tokens=args.prompt_tokens,
+        max_tokens=args.max_tokens,
+        shared_prefix_tokens=args.shared_prefix_tokens,
+    )
+    results: list[BenchResult] = []
+    failures: dict[str, str] = {}
+    started_at = time.perf_counter()
+    for name in [s.strip() for s in args.servers.split(",") if s.strip()]:
+        if name not in specs:
+            print(f"unknown server {name!r}; choose from {', '.join(specs)}", file=sys.stderr)
+            return 2
+        if name == "llama-server" and not args.llama_server.is_file():
+            failures[name] = f"{args.llama_server} missing: run benchmarks/build_llama_server.sh"
+            print(f"skipping {name}: {failures[name]}", flush=True)
+            continue
+        print(f"== {name}", flush=True)
+        t0 = time.perf_counter()
+        try:
+            results.append(bench_one(specs[name], knobs, base, out, args.startup_timeout))
+        except Exception as exc:  # report and go on with the other servers
+            failures[name] = f"{type(exc).__name__}: {exc}"
+            print(f"  {name} failed: {failures[name]}", flush=True)
+        print(f"  {name} took {time.perf_counter() - t0:.0f} s", flush=True)
+
+    table = ratios(results)
+    summary = {
+        "created_at": stamp,
+        "knobs": {"model": str(model), "threads": knobs.threads, "parallel": knobs.parallel,
+                  "ctx_size": knobs.ctx, "batch_size": knobs.batch, "ubatch_size": knobs.ubatch},
+        "host": {"cpus": os.cpu_count(), "load_avg_at_end": os.getloadavg()},
+        "wall_s": round(time.perf_counter() - started_at, 1),
+        "failures": failures,
+        "ratios_vs_llama_server": table,
+        "results": [r.to_dict() for r in results],
+    }
+    write_json_atomic(summary, out / "peer-compare.json")
+    if results:
+        write_plot(results, out / "peer-compare.png",
+                   title=f"{model.name}, -t {knobs.threads} -np {knobs.parallel} (medians)")
+    if table:
+        write_ratio_plot(table, out / "peer-ratios.png")
+    print()
+    print(format_table(results))
+    print()
+    if table:
+        print(ratio_table(table))
+        print()
+    if results:
+        print(rss_table(results))
+    for r in results:
+        for note in r.notes:
+            print(f"note [{r.label}]: {note}")
+    for name, why in failures.items():
+        print(f"FAILED [{name}]: {why}")
+    print(f"\nwrote {out}/peer-compare.json, peer-compare.png, peer-ratios.png "
+          f"({summary['wall_s']:.0f} s)")
+    return 0 if results else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
