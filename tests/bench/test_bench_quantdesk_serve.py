@@ -12,6 +12,7 @@ import httpx
 import pytest
 
 from backend.bench import BenchConfig, run_benchmark, write_plot, write_results_json
+from backend.bench.config import Endpoint
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +56,7 @@ def quantdesk_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 @pytest.mark.parametrize("endpoint", ["completions", "chat"])
 def test_bench_against_quantdesk_serve(
-    quantdesk_server: str, endpoint: str, tmp_path: Path
+    quantdesk_server: str, endpoint: Endpoint, tmp_path: Path
 ) -> None:
     # small on purpose: the point is exact accounting against the real server, not speed
     config = BenchConfig(
