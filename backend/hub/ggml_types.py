@@ -139,9 +139,9 @@ FILE_TYPES: dict[int, str] = {
     41: "Q2_0",
 }
 
-_FILE_TYPE_NAMES = sorted(set(FILE_TYPES.values()) | {"IQ4_NL", "Q4_0_4_4"}, key=len, reverse=True)
+# Quant labels as they appear in file names: Q4_K_M, IQ3_XXS, Q8_0, Q4_K_XL, BF16, MXFP4_MOE...
 _QUANT_IN_NAME = re.compile(
-    r"(?<![A-Za-z0-9])(" + "|".join(re.escape(n) for n in _FILE_TYPE_NAMES) + r")(?![A-Za-z0-9])",
+    r"(?<![A-Za-z0-9])(I?Q\d(?:_[A-Z0-9]{1,3})*|TQ\d_\d|BF16|F16|F32|MXFP4(?:_MOE)?)(?![A-Za-z0-9])",
     re.IGNORECASE,
 )
 

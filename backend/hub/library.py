@@ -76,51 +76,70 @@ def _split_parts(path: Path) -> list[Path]:
     ]
 
 
-def describe_gguf(
-    path: Path, *, name: str, source: str, repo_id: str | None, removable: bool
-) -> LibraryEntry:
-    """A library entry from a GGUF header (all split parts for split models)."""
-    parts = [p for p in _split_parts(path) if p.exists()]
-    size = sum(p.stat().st_size for p in parts)
+@dataclass(frozen=True)
+class _GGUFFacts:
+    architecture: str | None
+    parameter_count: int | None
+    context_length: int | None
+    file_type: str | None
+    bits_per_weight: float | None
+    has_chat_template: bool
+    error: str | None
+
+
+# Header facts by (path, size, mtime) of every part: listing a big library again is instant.
+_FACTS_CACHE: dict[tuple[tuple[str, int, int], ...], _GGUFFacts] = {}
+
+
+def _gguf_facts(parts: list[Path]) -> _GGUFFacts:
+    key = tuple((str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in parts)
+    cached = _FACTS_CACHE.get(key)
+    if cached is not None:
+        return cached
     try:
-        header = read_gguf_header(path)
+        header = read_gguf_header(parts[0])
         params = header.parameter_count
         tensor_bytes = header.tensor_bytes
         for extra in parts[1:]:
             other = read_gguf_header(extra)
             params += other.parameter_count
             tensor_bytes += other.tensor_bytes
-    except GGUFFormatError as exc:
-        return LibraryEntry(
-            name,
-            str(path),
-            size,
-            "gguf",
-            None,
-            None,
-            None,
-            None,
-            None,
-            False,
-            source,
-            repo_id,
-            removable,
-            error=str(exc),
+        facts = _GGUFFacts(
+            architecture=header.architecture,
+            parameter_count=params,
+            context_length=header.context_length,
+            file_type=header.file_type_name,
+            bits_per_weight=round(8.0 * tensor_bytes / params, 3) if params else None,
+            has_chat_template=header.chat_template is not None,
+            error=None,
         )
+    except GGUFFormatError as exc:
+        facts = _GGUFFacts(None, None, None, None, None, False, str(exc))
+    _FACTS_CACHE[key] = facts
+    return facts
+
+
+def describe_gguf(
+    path: Path, *, name: str, source: str, repo_id: str | None, removable: bool
+) -> LibraryEntry:
+    """A library entry from a GGUF header (all split parts for split models)."""
+    parts = [p for p in _split_parts(path) if p.exists()] or [path]
+    facts = _gguf_facts(parts)
     return LibraryEntry(
         name=name,
         path=str(path),
-        size_bytes=size,
+        size_bytes=sum(p.stat().st_size for p in parts),
         format="gguf",
-        architecture=header.architecture,
-        parameter_count=params,
-        context_length=header.context_length,
-        file_type=header.file_type_name,
-        bits_per_weight=round(8.0 * tensor_bytes / params, 3) if params else None,
-        has_chat_template=header.chat_template is not None,
+        architecture=facts.architecture,
+        parameter_count=facts.parameter_count,
+        context_length=facts.context_length,
+        file_type=facts.file_type,
+        bits_per_weight=facts.bits_per_weight,
+        has_chat_template=facts.has_chat_template,
         source=source,
         repo_id=repo_id,
         removable=removable,
+        error=facts.error,
     )
 
 

@@ -99,7 +99,10 @@ def test_written_gguf_round_trips(tmp_path: Path) -> None:
         ("model.f16.gguf", "F16"),
         ("Mistral-7B-v0.3.BF16.gguf", "BF16"),
         ("phi-4-IQ4_NL.gguf", "IQ4_NL"),
-        ("DeepSeek-R1-Q2_K_L-00001-of-00005.gguf", "Q2_K"),
+        ("DeepSeek-R1-Q2_K_L-00001-of-00005.gguf", "Q2_K_L"),
+        ("Qwen3-30B-A3B-UD-Q4_K_XL.gguf", "Q4_K_XL"),
+        ("gpt-oss-20b-mxfp4.gguf", "MXFP4"),
+        ("Meta-Llama-3-8B-Instruct.Q5_K_M.gguf", "Q5_K_M"),
         ("tokenizer.json", None),
     ],
 )
