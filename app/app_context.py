@@ -18,7 +18,7 @@ class AppContext(QObject):
     the server sees one poller however many pages watch it.
     """
 
-    stats_received = Signal(dict)
+    stats_received = Signal(object)
     navigate_requested = Signal(str)  # page key
 
     def __init__(

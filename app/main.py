@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import sys
 
 from PySide6.QtWidgets import QApplication
@@ -24,6 +25,7 @@ def create_app(argv: list[str] | None = None) -> QApplication:
 
 def main() -> int:
     """Open the main window and run the event loop; returns the exit code."""
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per stats poll otherwise
     app = create_app()
     window = MainWindow(AppSettings.load())
     window.show()

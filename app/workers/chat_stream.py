@@ -31,7 +31,7 @@ class ChatStreamWorker(QThread):
     """
 
     delta_received = Signal(str)
-    finished_reply = Signal(dict)
+    finished_reply = Signal(object)
     failed = Signal(str)
 
     def __init__(self, base_url: str, payload: dict[str, Any], api_key: str = "") -> None:

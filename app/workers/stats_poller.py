@@ -16,7 +16,7 @@ log = logging.getLogger(__name__)
 class StatsPoller(QThread):
     """A thread that GETs ``{base_url}/v1/stats`` every ``interval_s`` until stopped."""
 
-    stats_received = Signal(dict)
+    stats_received = Signal(object)
     poll_failed = Signal(str)
 
     def __init__(self, base_url: str, api_key: str = "", interval_s: float = 0.25) -> None:

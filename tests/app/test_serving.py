@@ -1,0 +1,160 @@
+"""Drive the real widgets against the real server on SmolLM2: start, chat, watch, crash, restart."""
+
+from __future__ import annotations
+
+import os
+import signal
+from typing import Any
+
+import psutil
+import pytest
+from PySide6.QtCore import Qt
+from pytestqt.qtbot import QtBot
+
+from app.chat_store import ChatStore
+from app.main_window import MainWindow
+from app.pages.chat_page import ChatPage
+from app.pages.dashboard_page import DashboardPage
+from app.pages.server_page import ServerPage
+from app.server_process import ServerState
+
+START_TIMEOUT_MS = 180_000
+REPLY_TIMEOUT_MS = 120_000
+
+
+def _start(window: MainWindow, qtbot: QtBot) -> ServerPage:
+    page = window.page("server")
+    assert isinstance(page, ServerPage)
+    window.show_page("server")
+    with qtbot.waitSignal(window.context.server.server_started, timeout=START_TIMEOUT_MS):
+        qtbot.mouseClick(page.start_button, Qt.MouseButton.LeftButton)
+    return page
+
+
+def _wait_reply(chat: ChatPage, qtbot: QtBot) -> None:
+    qtbot.waitUntil(lambda: not chat.is_streaming(), timeout=REPLY_TIMEOUT_MS)
+
+
+@pytest.mark.slow
+def test_serve_chat_watch_crash_restart(window: MainWindow, qtbot: QtBot) -> None:
+    window.context.poll_interval_s = 0.1
+    server = window.context.server
+    server_page = _start(window, qtbot)
+    assert server.state is ServerState.RUNNING
+    assert server_page.light.state == "running"
+    assert server_page.url_edit.text() == f"http://127.0.0.1:{server.port}/v1"
+    assert f":{server.port}/v1" in server_page.snippet_edits[0].toPlainText()
+    assert "ready at" in server_page.log_view.toPlainText()
+    assert not server_page.start_button.isEnabled() and server_page.stop_button.isEnabled()
+
+    # -- a chat reply streams in while the dashboard watches -------------------------------
+    chat = window.page("chat")
+    dash = window.page("dashboard")
+    assert isinstance(chat, ChatPage) and isinstance(dash, DashboardPage)
+    window.show_page("chat")
+    chat.temp_spin.setValue(0.0)
+    chat.max_tokens_spin.setValue(96)
+    running_seen: list[int] = []
+    in_flight: list[int] = []
+    deltas: list[str] = []
+
+    def on_stats(stats: dict[str, Any]) -> None:
+        running_seen.append(int(stats["requests"]["running"]))
+
+    window.context.stats_received.connect(on_stats)
+    stats_before = dash.stats_count
+    qtbot.keyClicks(chat.composer, "Count from 1 to 60, separated by commas.")
+    qtbot.mouseClick(chat.send_button, Qt.MouseButton.LeftButton)
+    assert chat.is_streaming()
+    assert chat.worker is not None
+    chat.worker.delta_received.connect(deltas.append)
+    window.show_page("dashboard")
+    qtbot.waitUntil(lambda: len(deltas) >= 3, timeout=REPLY_TIMEOUT_MS)
+    in_flight.append(server.requests_in_flight())
+    _wait_reply(chat, qtbot)
+
+    reply = chat.conversation.messages[-1]
+    assert reply.role == "assistant" and len(reply.content) > 10
+    assert "".join(deltas) == reply.content  # the bubble got exactly the streamed text
+    assert chat.bubbles[-1].text == reply.content
+    assert reply.meta["tokens"] > 5 and reply.meta["ttft_ms"] > 0
+    assert reply.meta["tokens_per_s"] > 0
+    assert "tok/s" in chat.reply_stats.text() and "TTFT" in chat.reply_stats.text()
+    assert in_flight[0] >= 1
+    assert max(running_seen) >= 1, "the dashboard never saw the request running"
+    assert dash.stats_count > stats_before
+    qtbot.waitUntil(lambda: dash.redraw_count > 0, timeout=5000)
+    assert dash.tiles["done"].value.text() not in ("–", "0")
+    assert dash.vram_stack.currentWidget() is dash.no_gpu_label or dash._gpu_names
+    saved = ChatStore().list()
+    assert len(saved) == 1 and saved[0].messages[-1].content == reply.content
+
+    # -- edit-and-resend replaces the message and the reply after it ------------------------
+    window.show_page("chat")
+    chat.max_tokens_spin.setValue(8)
+    qtbot.mouseClick(chat.bubbles[0].action_button, Qt.MouseButton.LeftButton)
+    assert chat.composer.toPlainText().startswith("Count from 1 to 60")
+    chat.composer.setPlainText("Say hello.")
+    qtbot.mouseClick(chat.send_button, Qt.MouseButton.LeftButton)
+    _wait_reply(chat, qtbot)
+    assert [m.role for m in chat.conversation.messages] == ["user", "assistant"]
+    assert chat.conversation.messages[0].content == "Say hello."
+    assert chat.conversation.messages[1].content
+
+    # -- stop cuts a long reply short -------------------------------------------------------
+    chat.max_tokens_spin.setValue(400)
+    chat.composer.setPlainText("Write a long story about a lighthouse keeper.")
+    qtbot.mouseClick(chat.send_button, Qt.MouseButton.LeftButton)
+    assert chat.worker is not None
+    got: list[str] = []
+    chat.worker.delta_received.connect(got.append)
+    qtbot.waitUntil(lambda: len(got) >= 2, timeout=REPLY_TIMEOUT_MS)
+    qtbot.mouseClick(chat.stop_button, Qt.MouseButton.LeftButton)
+    _wait_reply(chat, qtbot)
+    stopped = chat.conversation.messages[-1]
+    assert stopped.meta.get("cancelled") is True
+    assert stopped.meta["tokens"] < 400
+
+    # -- killing the server is detected; Restart brings it back; the chat survives ----------
+    pid = server.pid()
+    assert pid is not None
+    with qtbot.waitSignal(server.server_crashed, timeout=30_000) as crashed:
+        os.kill(pid, signal.SIGKILL)
+    assert "killed or crashed" in str(crashed.args[0])
+    assert server.state is ServerState.CRASHED
+    assert server_page.light.state == "crashed"
+    assert server_page.banner.isVisibleTo(server_page)
+    assert chat.banner.isVisibleTo(chat) and "Your conversation is kept" in chat.banner.label.text()
+    assert not chat.send_button.isEnabled()
+    messages_before = [m.content for m in chat.conversation.messages]
+    with qtbot.waitSignal(server.server_started, timeout=START_TIMEOUT_MS):
+        qtbot.mouseClick(server_page.banner.button, Qt.MouseButton.LeftButton)
+    new_pid = server.pid()
+    assert new_pid is not None and new_pid != pid
+    assert [m.content for m in chat.conversation.messages] == messages_before
+
+    # -- regenerate works against the restarted server --------------------------------------
+    chat.max_tokens_spin.setValue(8)
+    qtbot.mouseClick(chat.regen_button, Qt.MouseButton.LeftButton)
+    _wait_reply(chat, qtbot)
+    assert chat.conversation.messages[-1].content
+    assert not chat.conversation.messages[-1].meta.get("error")
+
+    # -- closing the window stops the server ------------------------------------------------
+    window.close()
+    assert server.state is ServerState.STOPPED
+    assert not psutil.pid_exists(new_pid) or psutil.Process(new_pid).status() == "zombie"
+
+
+def test_missing_model_is_reported_in_plain_words(window: MainWindow, qtbot: QtBot,
+                                                  tmp_path: Any) -> None:
+    page = window.page("server")
+    assert isinstance(page, ServerPage)
+    page.set_model(str(tmp_path / "nope.gguf"))
+    assert "cannot be read" in page.model_info.text()
+    with qtbot.waitSignal(window.context.server.server_crashed, timeout=60_000) as crashed:
+        qtbot.mouseClick(page.start_button, Qt.MouseButton.LeftButton)
+    assert "could not be found" in str(crashed.args[0])
+    assert window.context.server.last_error is not None
+    assert window.context.server.last_error.kind == "model_not_found"
+    assert page.banner.isVisibleTo(page)
