@@ -294,8 +294,12 @@ def write_ratio_plot(table: dict[str, Any], path: Path) -> Path:
     ax_ttft.axhline(0.2, color="green", lw=1, ls=":")
     ax_ttft.set_title(f"TTFT p99 ÷ {BASELINE} (lower is better; 0.2 dotted)")
     ax_ttft.set_yscale("log")
+    levels = sorted({row["concurrency"] for sc in table.values() for rows in sc.values()
+                     for row in rows})
     for ax in (ax_tps, ax_ttft):
         ax.set_xscale("log", base=2)
+        ax.set_xticks(levels, [str(c) for c in levels])
+        ax.minorticks_off()
         ax.set_xlabel("concurrent clients")
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=7)

@@ -28,6 +28,7 @@ def write_plot(results: Sequence[BenchResult], path: Path, title: str | None = N
 
     matplotlib.use("Agg", force=False)
     from matplotlib.figure import Figure
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter, NullLocator
 
     fig = Figure(figsize=(15, 4.8), layout="constrained")
     ax_tps, ax_ttft, ax_itl = fig.subplots(1, 3)
@@ -53,12 +54,18 @@ def write_plot(results: Sequence[BenchResult], path: Path, title: str | None = N
     ax_tps.set_title("aggregate generated tokens/s (median)")
     ax_ttft.set_title("time to first token, ms (p50 solid, p99 dashed)")
     ax_itl.set_title("inter-token latency, ms (p50 solid, p99 dashed)")
+    levels = sorted({lv.concurrency for r in results for s in r.scenarios for lv in s.levels})
     for ax in (ax_tps, ax_ttft, ax_itl):
         ax.set_xlabel("concurrent clients")
         ax.set_xscale("log", base=2)
+        ax.set_xticks(levels, [str(c) for c in levels])
+        ax.xaxis.set_minor_locator(NullLocator())
         ax.grid(True, which="both", alpha=0.3)
     for ax in (ax_ttft, ax_itl):
         ax.set_yscale("log")
+        ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
+        ax.yaxis.set_minor_formatter(NullFormatter())
     ax_tps.set_ylim(bottom=0)
     ax_tps.legend(fontsize=7)
     ax_ttft.legend(fontsize=6, ncol=1)
