@@ -24,8 +24,14 @@ import numpy as np
 from quantize.evaluate.base_logits import BaseLogitsReader, BaseLogitsWriter
 from quantize.evaluate.errors import EvaluationTextError, IncompatibleModelsError, ModelLoadError
 from quantize.evaluate.eval_text import DEFAULT_MAX_CHARS, load_text
-from quantize.evaluate.generation import GEN_CTX, answer_all, load_prompts, measure_speed
-from quantize.evaluate.llama_model import LoadedModel
+from quantize.evaluate.generation import (
+    ANSWER_MAX_TOKENS,
+    GEN_CTX,
+    answer_all,
+    load_prompts,
+    measure_speed,
+)
+from quantize.evaluate.llama_model import LoadedModel, default_threads
 from quantize.evaluate.results import Answer, CandidateResult, CompareResult, ReferenceResult
 from quantize.evaluate.scoring import ChunkPlan, make_plan, score_candidate, score_reference
 from quantize.progress import Progress, ProgressCallback, no_progress
@@ -44,6 +50,7 @@ class CompareConfig:
     max_chunks: int | None = None
     prompts_path: Path | None = None  # None: assets/compare/prompts.txt
     answers: bool = True
+    answer_max_tokens: int = ANSWER_MAX_TOKENS
     speed: bool = True
     threads: int | None = None
     n_gpu_layers: int = 0
@@ -85,7 +92,11 @@ def _speed_and_answers(
         if config.speed:
             speed = measure_speed(ctx, plan.tokens)
             facts["prompt_tok_s"], facts["gen_tok_s"] = speed.prompt_tok_s, speed.gen_tok_s
-        return answer_all(model, ctx, prompts, cancel) if config.answers else []
+        return (
+            answer_all(model, ctx, prompts, config.answer_max_tokens, cancel)
+            if config.answers
+            else []
+        )
     finally:
         ctx.close()
 
@@ -216,7 +227,7 @@ def run_compare(
         "scored_tokens": int(ref_pass.nll.size),
         "text_tokens": int(tokens.size),
         "text_source": text.source,
-        "threads": config.threads or "auto",
+        "threads": config.threads or default_threads(),
         "base_file_format": "llama.cpp kld-base (uint16 log-softmax, per-row scale/min)",
         "base_file": str(config.keep_base) if config.keep_base else None,
     }

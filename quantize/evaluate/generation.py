@@ -85,13 +85,17 @@ def greedy_answer(
 
 
 def answer_all(
-    model: LoadedModel, ctx: Context, prompts: list[str], cancel: threading.Event | None = None
+    model: LoadedModel,
+    ctx: Context,
+    prompts: list[str],
+    max_tokens: int = ANSWER_MAX_TOKENS,
+    cancel: threading.Event | None = None,
 ) -> list[str]:
     answers = []
     for prompt in prompts:
         if cancel is not None and cancel.is_set():
             raise CompareCancelledError("comparison cancelled")
-        answers.append(greedy_answer(model, ctx, prompt))
+        answers.append(greedy_answer(model, ctx, prompt, max_tokens))
     return answers
 
 

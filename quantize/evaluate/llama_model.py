@@ -23,18 +23,24 @@ from quantize.evaluate.metrics import F32, I32
 log = logging.getLogger(__name__)
 _llama_log = logging.getLogger("quantize.evaluate.llama_cpp")
 
-_GGML_LEVELS = {1: logging.INFO, 2: logging.WARNING, 3: logging.ERROR, 4: logging.DEBUG}
+# enum ggml_log_level: NONE 0, DEBUG 1, INFO 2, WARN 3, ERROR 4, CONT 5 (continues the last)
+_GGML_LEVELS = {
+    0: logging.DEBUG,
+    1: logging.DEBUG,
+    2: logging.DEBUG,
+    3: logging.WARNING,
+    4: logging.ERROR,
+}
+_last_level = [logging.DEBUG]
 
 
 @llama_cpp.llama_log_callback
 def _route_llama_log(level: int, text: bytes, _user_data: ctypes.c_void_p) -> None:
-    # llama.cpp is chatty at INFO; keep it at DEBUG unless it is a warning or an error.
-    py_level = _GGML_LEVELS.get(level, logging.DEBUG)
-    _llama_log.log(
-        py_level if py_level >= logging.WARNING else logging.DEBUG,
-        "%s",
-        text.decode("utf-8", "replace").rstrip(),
-    )
+    # llama.cpp's INFO is very chatty: it goes to DEBUG, warnings and errors stay visible.
+    py_level = _last_level[0] if level == 5 else _GGML_LEVELS.get(level, logging.DEBUG)
+    _last_level[0] = py_level
+    if _llama_log.isEnabledFor(py_level):
+        _llama_log.log(py_level, "%s", text.decode("utf-8", "replace").rstrip())
 
 
 _backend_ready = False

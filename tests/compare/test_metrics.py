@@ -100,14 +100,24 @@ def test_mean_and_uncertainty_needs_more_than_ten_values() -> None:
 
 def test_summary_combines_blocks() -> None:
     acc = KldAccumulator()
-    acc.add(BlockMetrics(
-        nll=np.array([1.0, 2.0]), nll_base=np.array([1.0, 1.0]), kld=np.array([0.1, 0.3]),
-        p_diff=np.array([0.1, -0.1]), same_top=np.array([True, False]),
-    ))
-    acc.add(BlockMetrics(
-        nll=np.array([3.0, 2.0]), nll_base=np.array([2.0, 2.0]), kld=np.array([0.0, 0.2]),
-        p_diff=np.array([0.2, 0.0]), same_top=np.array([True, True]),
-    ))
+    acc.add(
+        BlockMetrics(
+            nll=np.array([1.0, 2.0]),
+            nll_base=np.array([1.0, 1.0]),
+            kld=np.array([0.1, 0.3]),
+            p_diff=np.array([0.1, -0.1]),
+            same_top=np.array([True, False]),
+        )
+    )
+    acc.add(
+        BlockMetrics(
+            nll=np.array([3.0, 2.0]),
+            nll_base=np.array([2.0, 2.0]),
+            kld=np.array([0.0, 0.2]),
+            p_diff=np.array([0.2, 0.0]),
+            same_top=np.array([True, True]),
+        )
+    )
     s = acc.summary()
     assert s.count == 4
     assert s.ppl == pytest.approx(math.exp(2.0))

@@ -94,15 +94,27 @@ def test_user_text_file(tmp_path: Path) -> None:
 
 def _result() -> CompareResult:
     common = {"n_params": 100, "load_s": 0.1, "prompt_tok_s": 500.0, "gen_tok_s": 50.0}
-    ref = ReferenceResult(path="/m/ref.gguf", name="ref", size_bytes=200, bpw=16.0, ppl=10.0,
-                          **common)
+    ref = ReferenceResult(
+        path="/m/ref.gguf", name="ref", size_bytes=200, bpw=16.0, ppl=10.0, **common
+    )
     cands = [
-        CandidateResult(path=f"/m/{n}.gguf", name=n, size_bytes=s, bpw=8 * s / 100, ppl=p,
-                        ppl_ratio=p / 10, kld_mean=k, kld_mean_unc=k / 10, kld_p99=k * 5,
-                        kld_p90=k * 2, kld_median=k / 2, rms_dp_pct=k * 30,
-                        same_top_pct=100 - k * 100, **common)
-        for n, s, p, k in (("q8", 106, 10.01, 0.001), ("q4", 60, 10.5, 0.05),
-                           ("q2", 40, 13.0, 0.3))
+        CandidateResult(
+            path=f"/m/{n}.gguf",
+            name=n,
+            size_bytes=s,
+            bpw=8 * s / 100,
+            ppl=p,
+            ppl_ratio=p / 10,
+            kld_mean=k,
+            kld_mean_unc=k / 10,
+            kld_p99=k * 5,
+            kld_p90=k * 2,
+            kld_median=k / 2,
+            rms_dp_pct=k * 30,
+            same_top_pct=100 - k * 100,
+            **common,
+        )
+        for n, s, p, k in (("q8", 106, 10.01, 0.001), ("q4", 60, 10.5, 0.05), ("q2", 40, 13.0, 0.3))
     ]
     answers = [Answer("What is 2+2? <b>", "4", ["4", "4", "five & more"])]
     return CompareResult(ref, cands, answers, {"n_ctx": 128})
@@ -124,8 +136,18 @@ def test_json_schema_and_round_trip(tmp_path: Path) -> None:
     out = write_json(_result(), tmp_path / "r.json")
     data = json.loads(out.read_text())
     assert {"path", "ppl", "size_bytes"} <= data["reference"].keys()
-    need = {"path", "ppl", "ppl_ratio", "kld_mean", "kld_p99", "same_top_pct", "rms_dp_pct",
-            "size_bytes", "bpw", "gen_tok_s"}
+    need = {
+        "path",
+        "ppl",
+        "ppl_ratio",
+        "kld_mean",
+        "kld_p99",
+        "same_top_pct",
+        "rms_dp_pct",
+        "size_bytes",
+        "bpw",
+        "gen_tok_s",
+    }
     assert all(need <= c.keys() for c in data["candidates"])
     assert 0 <= data["candidates"][2]["same_top_pct"] <= 100
     assert CompareResult.from_json(data).to_json() == data
