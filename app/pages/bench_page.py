@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 from pathlib import Path
 from typing import Any
 
@@ -145,6 +146,8 @@ class BenchPage(QWidget):
         runs = QGroupBox("Runs")
         lv = QVBoxLayout(runs)
         self.run_list = QListWidget()
+        self.run_list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.run_list.setTextElideMode(Qt.TextElideMode.ElideMiddle)
         self.run_list.itemChanged.connect(lambda _i: self.replot())
         self.delete_button = set_button_role(QPushButton("Delete selected run"), "flat")
         self.delete_button.clicked.connect(self.delete_selected)
@@ -208,7 +211,7 @@ class BenchPage(QWidget):
             recent = i >= len(self.runs) - 4
             item.setCheckState(Qt.CheckState.Checked if recent and same
                                else Qt.CheckState.Unchecked)
-            item.setToolTip("\n".join(result.notes) or result.url)
+            item.setToolTip("\n".join([result.label, *result.notes]))
             self.run_list.addItem(item)
         self.run_list.blockSignals(False)
         self.replot()
@@ -225,6 +228,7 @@ class BenchPage(QWidget):
         self.ttft_plot.clear()
         scenario = self.scenario_combo.currentText()
         plotted = 0
+        tops = [1.0, 1.0]
         for i, result in enumerate(self.checked_runs()):
             sc = result.scenario(scenario)
             if sc is None or not sc.levels:
@@ -239,6 +243,12 @@ class BenchPage(QWidget):
             self.ttft_plot.plot(xs, [lv.ttft_ms_p99 for lv in sc.levels],
                                 pen=pg.mkPen(colour, width=1.5, style=Qt.PenStyle.DashLine))
             plotted += 1
+            tops[0] = max([tops[0], *(v * 1.15 for v in
+                                       (lv.tokens_per_s for lv in sc.levels) if math.isfinite(v))])
+            tops[1] = max([tops[1], *(v * 1.15 for v in
+                                       (lv.ttft_ms_p99 for lv in sc.levels) if math.isfinite(v))])
+        self.tps_plot.setYRange(0, tops[0], padding=0)
+        self.ttft_plot.setYRange(0, tops[1], padding=0)
         self.note.setText("" if plotted else
                           "No runs for this scenario yet: start the server and run a sweep.")
 

@@ -28,7 +28,7 @@ from app.app_context import AppContext
 from app.app_settings import AppSettings
 from app.chat_store import ChatMessage, ChatStore, Conversation
 from app.server_process import ServerState
-from app.widgets.common import Banner, EmptyState, set_button_role
+from app.widgets.common import Banner, ElidedLabel, EmptyState, set_button_role
 from app.widgets.message_bubble import MessageBubble, meta_text
 from app.workers.chat_stream import ChatStreamWorker
 
@@ -109,6 +109,8 @@ class ChatPage(QWidget):
         self.new_button = set_button_role(QPushButton("+  New chat"), "primary")
         self.new_button.clicked.connect(self.new_conversation)
         self.history = QListWidget()
+        self.history.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.history.setTextElideMode(Qt.TextElideMode.ElideRight)
         self.history.itemClicked.connect(self._on_history_clicked)
         self.delete_button = set_button_role(QPushButton("Delete chat"), "flat")
         self.delete_button.clicked.connect(self.delete_conversation)
@@ -122,7 +124,7 @@ class ChatPage(QWidget):
         v = QVBoxLayout()
         v.setSpacing(10)
         head = QHBoxLayout()
-        self.title_label = QLabel("New chat")
+        self.title_label = ElidedLabel("New chat")
         self.title_label.setObjectName("PageTitle")
         self.model_label = QLabel()
         self.model_label.setProperty("muted", True)
@@ -254,7 +256,7 @@ class ChatPage(QWidget):
             item.setToolTip(conv.title)
             self.history.addItem(item)
             if conv.id == self.conversation.id:
-                item.setSelected(True)
+                self.history.setCurrentItem(item)
 
     def new_conversation(self) -> None:
         if self.is_streaming():
@@ -294,7 +296,7 @@ class ChatPage(QWidget):
         for message in self.conversation.messages:
             bubble = self._add_bubble(message.role, message.content)
             bubble.set_meta(message.meta)
-        self.title_label.setText(self.conversation.title)
+        self.title_label.set_full_text(self.conversation.title)
         self._update_controls()
 
     def _add_bubble(self, role: str, text: str) -> MessageBubble:
@@ -320,7 +322,7 @@ class ChatPage(QWidget):
         self.conversation.system_prompt = self.system_edit.toPlainText()
         self.conversation.params = self.sampling_params()
         self.conversation.auto_title()
-        self.title_label.setText(self.conversation.title)
+        self.title_label.set_full_text(self.conversation.title)
         self.store.save(self.conversation)
         self.refresh_history()
 

@@ -1,0 +1,118 @@
+"""Screenshots of every page at 1440x900, from the real window driving the real server.
+
+    QT_QPA_PLATFORM=offscreen python -m app.screenshots [--out docs/screenshots]
+
+Starts the embedded model, chats once, lets the dashboard fill, runs a tiny bench
+sweep, and grabs each page with ``QWidget.grab()``. Settings and chats go to a
+temporary ``QUANTDESK_HOME`` so the user's own are untouched.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+
+def _wait(app: object, condition: Callable[[], bool], timeout_s: float) -> bool:
+    from PySide6.QtWidgets import QApplication
+
+    assert isinstance(app, QApplication)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        app.processEvents()
+        if condition():
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def take(out: Path, bench: bool = True) -> list[Path]:
+    os.environ.setdefault("QUANTDESK_HOME", tempfile.mkdtemp(prefix="quantdesk-shots-"))
+    from app.app_settings import AppSettings
+    from app.main import create_app
+    from app.main_window import MainWindow
+    from app.pages.bench_page import BenchPage
+    from app.pages.chat_page import ChatPage
+    from app.server_process import ServerState
+
+    app = create_app([sys.argv[0]])
+    settings = AppSettings(autostart_server=False)
+    settings.server.ctx_size = 2048
+    settings.server.parallel = 4
+    settings.server.port = 0
+    window = MainWindow(settings)
+    window.confirm_close = False
+    window.resize(1440, 900)
+    window.show()
+    out.mkdir(parents=True, exist_ok=True)
+    shots: list[Path] = []
+
+    def grab(key: str) -> None:
+        window.show_page(key)
+        _wait(app, lambda: False, 0.4)
+        path = out / f"{key}.png"
+        window.grab().save(str(path))
+        shots.append(path)
+        log.info("saved %s", path)
+
+    server = window.context.server
+    window.context.start_server()
+    if not _wait(app, lambda: server.state is ServerState.RUNNING, 180):
+        raise SystemExit(f"server did not start: {server.last_error}")
+
+    chat = window.page("chat")
+    assert isinstance(chat, ChatPage)
+    window.show_page("chat")
+    chat.temp_spin.setValue(0.2)
+    chat.max_tokens_spin.setValue(160)
+    chat.composer.setPlainText(
+        "Write a Python function that checks whether a number is prime, "
+        "and explain it in two sentences.")
+    chat.send()
+    window.show_page("dashboard")
+    _wait(app, lambda: not chat.is_streaming(), 120)
+    # a little concurrent load so the charts have shape
+    for prompt in ("Name three planets.", "What is a GGUF file?"):
+        chat.new_conversation()
+        chat.composer.setPlainText(prompt)
+        chat.max_tokens_spin.setValue(60)
+        chat.send()
+        _wait(app, lambda: not chat.is_streaming(), 120)
+    chat.open_conversation(chat.store.list()[-1].id)
+    if bench:
+        page = window.page("bench")
+        assert isinstance(page, BenchPage)
+        page.levels_edit.setText("1, 2, 4")
+        page.reps_spin.setValue(1)
+        page.rpc_spin.setValue(1)
+        page.prompt_spin.setValue(32)
+        page.max_tokens_spin.setValue(24)
+        page.start()
+        _wait(app, lambda: page.worker is None, 300)
+    for key in window.page_keys():
+        grab(key)
+    window.close()
+    return shots
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--out", type=Path, default=Path("docs/screenshots"))
+    parser.add_argument("--no-bench", action="store_true")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    take(args.out, bench=not args.no_bench)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
