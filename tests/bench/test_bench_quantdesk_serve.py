@@ -14,6 +14,8 @@ import pytest
 from backend.bench import BenchConfig, run_benchmark, write_plot, write_results_json
 from backend.bench.config import Endpoint
 
+pytestmark = pytest.mark.slow  # starts a real server and generates; ~20 s idle, more when busy
+
 
 @pytest.fixture(scope="module")
 def quantdesk_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
