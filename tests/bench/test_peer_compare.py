@@ -1,0 +1,70 @@
+"""benchmarks/peer_compare.py: ratios vs llama-server, tables and the ratio plot."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from dataclasses import replace
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from backend.bench import BenchConfig, BenchResult, run_benchmark
+
+from .stream_server import StreamServerOptions, stream_server
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _load_peer_compare() -> ModuleType:
+    spec = importlib.util.spec_from_file_location(
+        "peer_compare", ROOT / "benchmarks" / "peer_compare.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["peer_compare"] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def _bench(label: str, token_delay_s: float) -> BenchResult:
+    config = BenchConfig(
+        url="http://127.0.0.1:1", label=label, concurrency=(1, 2), repetitions=3,
+        requests_per_client=1, prompt_tokens=8, max_tokens=12, shared_prefix_tokens=20,
+        warmup=False,
+    )
+    opts = StreamServerOptions(first_token_delay_s=0.02, token_delay_s=token_delay_s)
+    with stream_server(opts) as (url, _state):
+        return run_benchmark(replace(config, url=url))
+
+
+def test_ratios_against_the_baseline(tmp_path: Path) -> None:
+    pc = _load_peer_compare()
+    fast = _bench("llama-server", token_delay_s=0.01)
+    slow = _bench("ours", token_delay_s=0.03)
+    table = pc.ratios([slow, fast])
+    assert set(table) == {"ours"}
+    assert set(table["ours"]) == {"plain", "shared-prefix"}
+    for rows in table["ours"].values():
+        assert [row["concurrency"] for row in rows] == [1, 2]
+        for row in rows:
+            # 3x slower tokens: about a third of the throughput, clearly longer inter-token gaps
+            assert 0.2 < row["tokens_per_s"] < 0.6
+            assert 1.3 < row["itl_ms_p50"] < 4.5
+    text = pc.ratio_table(table)
+    assert "ours" in text and "shared-prefix" in text
+    png = pc.write_ratio_plot(table, tmp_path / "ratios.png")
+    assert png.read_bytes()[:4] == b"\x89PNG"
+    assert pc.ratios([slow]) == {}  # no baseline, no ratios
+
+
+def test_free_port_and_ctx_defaults() -> None:
+    pc = _load_peer_compare()
+    port = pc.free_port()
+    assert 1024 < port < 65536
+    args = pc.parse_args(["-np", "4"])
+    assert args.parallel == 4 and args.threads == 2
+    assert args.concurrency == "1,4,8,16" and args.reps == 3
+    with pytest.raises(SystemExit):
+        pc.parse_args(["--reps", "x"])
