@@ -60,7 +60,7 @@ def test_hf_folder_to_several_types_convert_once(tiny_hf_model: Path, tmp_path: 
 
 
 def test_unknown_type(tiny_f16: Path, tmp_path: Path) -> None:
-    with pytest.raises(UnknownQuantTypeError, match="unknown quantisation type 'Q7_X'.*Q4_K_M"):
+    with pytest.raises(UnknownQuantTypeError, match=r"unknown quantisation type 'Q7_X'.*Q4_K_M"):
         quantize_gguf(tiny_f16, "Q7_X", tmp_path)
 
 

@@ -14,7 +14,7 @@ from quantize.quantizer import quantize_gguf
 
 
 def test_requantising_needs_permission_and_warns(smollm2_path: Path, tmp_path: Path) -> None:
-    with pytest.raises(RequantizeNotAllowedError, match="already quantised.*--allow-requantize"):
+    with pytest.raises(RequantizeNotAllowedError, match=r"already quantised.*--allow-requantize"):
         quantize_gguf(smollm2_path, "Q4_K_M", tmp_path)
     assert not list(tmp_path.iterdir())
 

@@ -1,0 +1,99 @@
+"""Cancel and kill mid-way: nothing is ever left under the final name."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from quantize.errors import QuantizeCancelledError
+from quantize.progress import Progress
+from quantize.quantizer import quantize_gguf
+
+FINAL = "SmolLM2-135M-Instruct-Q4_K_M.gguf"
+
+
+def test_cancel_event_terminates_worker(smollm2_f16: Path, tmp_path: Path) -> None:
+    cancel = threading.Event()
+    seen: list[Progress] = []
+
+    def progress(p: Progress) -> None:
+        seen.append(p)
+        if p.done >= 3:
+            cancel.set()
+
+    with pytest.raises(QuantizeCancelledError):
+        quantize_gguf(smollm2_f16, "Q4_K_M", tmp_path, threads=1, progress=progress,
+                      cancel=cancel)
+    assert seen[-1].done < seen[-1].total  # it really stopped mid-way
+    assert list(tmp_path.iterdir()) == []  # no final file, no .part, no sidecar
+
+
+def _start_cli(source: Path, out: Path, *extra: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "backend.cli.main", "quantize", str(source), "--type", "Q4_K_M",
+         "--out", str(out), "--threads", "1", "--progress-jsonl", *extra],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+
+
+def _wait_for_tensor(proc: subprocess.Popen[str], min_done: int = 2) -> dict[str, object]:
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        event = json.loads(line)
+        if event.get("stage") == "quantize" and int(event["done"]) >= min_done:
+            return event
+    err = proc.stderr.read() if proc.stderr else ""
+    raise AssertionError(f"no quantize progress; stderr: {err}")
+
+
+def _processes_writing(path: Path) -> list[int]:
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if str(path).encode() in (entry / "cmdline").read_bytes():
+                pids.append(int(entry.name))
+        except OSError:
+            continue
+    return pids
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="uses /proc")
+def test_killed_cli_leaves_nothing_under_final_name(smollm2_f16: Path, tmp_path: Path) -> None:
+    proc = _start_cli(smollm2_f16, tmp_path)
+    event = _wait_for_tensor(proc)
+    assert int(event["done"]) < int(event["total"])
+    part = tmp_path / (FINAL + ".part")
+    workers = _processes_writing(part)
+    assert workers, "the quantiser worker should be running"
+    proc.kill()  # SIGKILL: no chance to clean up
+    proc.wait(10)
+    # the worker gets SIGTERM from the kernel when its parent dies (a full run takes ~6 s)
+    deadline = time.monotonic() + 3
+    while _processes_writing(part) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _processes_writing(part) == [], "the quantiser worker outlived its killed parent"
+    assert not (tmp_path / FINAL).exists()
+    assert not (tmp_path / (FINAL + ".json")).exists()
+
+
+def test_sigterm_cancels_cleanly(smollm2_f16: Path, tmp_path: Path) -> None:
+    proc = _start_cli(smollm2_f16, tmp_path)
+    _wait_for_tensor(proc)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    last = json.loads(out.strip().splitlines()[-1])
+    assert last == {"type": "error", "message": "quantisation cancelled"}
+    assert "cancelled" in err
+    assert list(tmp_path.iterdir()) == []
+    assert os.path.exists(smollm2_f16)

@@ -1,0 +1,57 @@
+"""``quantdesk quantize`` end to end, as the GUI runs it (a child process)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "backend.cli.main", "quantize", *args],
+        capture_output=True, text=True, timeout=300,
+    )
+
+
+def test_cli_jsonl_to_library(tiny_f16: Path, isolated_home: Path) -> None:
+    proc = _cli(str(tiny_f16), "--type", "Q8_0", "--type", "q4_0", "--progress-jsonl")
+    assert proc.returncode == 0, proc.stderr
+    events = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert all(e["type"] == "progress" for e in events[:-1])
+    assert {"stage", "done", "total", "message"} <= set(events[0])
+    result = events[-1]
+    assert result["type"] == "result"
+    paths = [Path(o["path"]) for o in result["outputs"]]
+    models = isolated_home / "models"
+    assert paths == [models / "tiny-llama-Q8_0.gguf", models / "tiny-llama-Q4_0.gguf"]
+    assert all(p.is_file() for p in paths)
+    # the new outputs appear in the library
+    from backend.hub.library import ModelLibrary
+
+    listed = {Path(e.path) for e in ModelLibrary().entries()}
+    assert set(paths) <= listed
+
+
+def test_cli_unknown_type(tiny_f16: Path, tmp_path: Path) -> None:
+    proc = _cli(str(tiny_f16), "--type", "Q9_9", "--out", str(tmp_path))
+    assert proc.returncode == 2
+    assert "unknown quantisation type 'Q9_9'" in proc.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_cli_non_gguf(tmp_path: Path) -> None:
+    fake = tmp_path / "notes.gguf"
+    fake.write_text("hello")
+    proc = _cli(str(fake), "--type", "Q8_0", "--out", str(tmp_path / "out"), "--progress-jsonl")
+    assert proc.returncode != 0
+    assert "not a GGUF file" in proc.stderr
+    last = json.loads(proc.stdout.splitlines()[-1])
+    assert last["type"] == "error" and "not a GGUF file" in last["message"]
+
+
+def test_cli_missing_source(tmp_path: Path) -> None:
+    proc = _cli(str(tmp_path / "nothing-here"), "--type", "Q8_0")
+    assert proc.returncode != 0
+    assert "no such file or folder" in proc.stderr
