@@ -10,6 +10,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -44,7 +45,7 @@ def _start_cli(source: Path, out: Path, *extra: str) -> subprocess.Popen[str]:
     )
 
 
-def _wait_for_tensor(proc: subprocess.Popen[str], min_done: int = 2) -> dict[str, object]:
+def _wait_for_tensor(proc: subprocess.Popen[str], min_done: int = 2) -> dict[str, Any]:
     assert proc.stdout is not None
     for line in proc.stdout:
         event = json.loads(line)

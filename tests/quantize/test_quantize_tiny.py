@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any, cast
 
 import llama_cpp
 import pytest
@@ -43,7 +44,7 @@ def test_hf_folder_to_several_types_convert_once(tiny_hf_model: Path, tmp_path: 
         assert "llama-cpp-python" in side["llama_cpp_version"]
         llm = llama_cpp.Llama(model_path=str(out.path), n_ctx=64, verbose=False, n_threads=2)
         try:
-            result = llm("The invoice", max_tokens=4, temperature=0.0)
+            result = cast(dict[str, Any], llm("The invoice", max_tokens=4, temperature=0.0))
             assert result["usage"]["completion_tokens"] >= 1
         finally:
             llm.close()
