@@ -42,16 +42,17 @@ def _bench(label: str, token_delay_s: float) -> BenchResult:
 def test_ratios_against_the_baseline(tmp_path: Path) -> None:
     pc = _load_peer_compare()
     fast = _bench("llama-server", token_delay_s=0.01)
-    slow = _bench("ours", token_delay_s=0.03)
+    slow = _bench("ours", token_delay_s=0.05)
     table = pc.ratios([slow, fast])
     assert set(table) == {"ours"}
     assert set(table["ours"]) == {"plain", "shared-prefix"}
     for rows in table["ours"].values():
         assert [row["concurrency"] for row in rows] == [1, 2]
         for row in rows:
-            # 3x slower tokens: about a third of the throughput, clearly longer inter-token gaps
-            assert 0.2 < row["tokens_per_s"] < 0.6
-            assert 1.3 < row["itl_ms_p50"] < 4.5
+            # 5x slower tokens: well below the baseline's throughput, far longer gaps
+            # (loose bounds: a busy machine stretches the fast server's sleeps the most)
+            assert 0.1 < row["tokens_per_s"] < 0.8
+            assert 1.5 < row["itl_ms_p50"] < 6.0
     text = pc.ratio_table(table)
     assert "ours" in text and "shared-prefix" in text
     png = pc.write_ratio_plot(table, tmp_path / "ratios.png")
