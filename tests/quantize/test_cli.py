@@ -55,3 +55,36 @@ def test_cli_missing_source(tmp_path: Path) -> None:
     proc = _cli(str(tmp_path / "nothing-here"), "--type", "Q8_0")
     assert proc.returncode != 0
     assert "no such file or folder" in proc.stderr
+
+
+def test_cli_hf_folder_with_calibration(
+    tiny_hf_model: Path, tmp_path: Path, business_prompts: list[str]
+) -> None:
+    calibration = tmp_path / "prompts.txt"
+    calibration.write_text("\n".join(business_prompts[:30]), encoding="utf-8")
+    out = tmp_path / "out"
+    proc = _cli(str(tiny_hf_model), "--type", "IQ4_XS", "--out", str(out),
+                "--calibration", str(calibration), "--imatrix-ctx", "64", "--threads", "2")
+    assert proc.returncode == 0, proc.stderr
+    imatrix = out / "tiny-llama.imatrix"
+    assert imatrix.is_file()
+    side = json.loads((out / "tiny-llama-IQ4_XS.gguf.json").read_text())
+    assert side["imatrix"] == str(imatrix)
+    assert side["type"] == "IQ4_XS"
+    # the intermediate F16 from the one conversion is kept (a reference for comparisons)
+    assert (out / "tiny-llama-F16.gguf").is_file()
+    assert str(out / "tiny-llama-IQ4_XS.gguf") in proc.stdout
+    # reuse the saved imatrix on the F16 for another type
+    proc2 = _cli(str(out / "tiny-llama-F16.gguf"), "--type", "Q3_K_M", "--out", str(out),
+                 "--imatrix", str(imatrix))
+    assert proc2.returncode == 0, proc2.stderr
+    side2 = json.loads((out / "tiny-llama-Q3_K_M.gguf.json").read_text())
+    assert side2["imatrix"] == str(imatrix)
+
+
+def test_cli_hub_repo_id_goes_through_the_hub(tmp_path: Path) -> None:
+    # tests run with HF_HUB_OFFLINE=1: the hub module must refuse with a readable message
+    proc = _cli("someone/some-model", "--type", "Q8_0", "--out", str(tmp_path))
+    assert proc.returncode != 0
+    assert "offline" in proc.stderr.lower()
+    assert list(tmp_path.iterdir()) == []
