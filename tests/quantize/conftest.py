@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).parent))  # tiny_model, kld helpers
 
 DATA = Path(__file__).parent / "data"
 
@@ -20,7 +17,7 @@ def business_prompts() -> list[str]:
 @pytest.fixture(scope="session")
 def tiny_hf_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A random-weight llama (hidden 256, 2 layers) with a SentencePiece tokenizer."""
-    from tiny_model import build_tiny_llama
+    from tests.quantize.tiny_model import build_tiny_llama
 
     return build_tiny_llama(tmp_path_factory.mktemp("hf") / "tiny-llama")
 

@@ -67,7 +67,7 @@ def test_imatrix_collects_matmul_inputs(tiny_f16: Path, business_prompts: list[s
 def test_imatrix_lowers_kld_of_q2_k(
     smollm2_f16: Path, business_prompts: list[str], tmp_path: Path
 ) -> None:
-    from kld import mean_kld
+    from tests.quantize.kld import mean_kld
 
     calibration = "\n".join(business_prompts[:48])
     held_out = "\n".join(business_prompts[55:])
