@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import logging
+import signal
 import sys
 
+from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QApplication
 
 from app.app_settings import AppSettings
@@ -28,6 +30,14 @@ def main() -> int:
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per stats poll otherwise
     app = create_app()
     window = MainWindow(AppSettings.load())
+    # Ctrl+C / SIGTERM close the window properly, so the server child is stopped too;
+    # the timer gives Python a chance to run its signal handlers during the Qt loop.
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_args: window.close())
+    wake = QTimer()
+    wake.timeout.connect(lambda: None)
+    wake.start(300)
+    app.aboutToQuit.connect(window.context.shutdown)
     window.show()
     return int(app.exec())
 

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import importlib
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from backend.default_model import DEFAULT_MODEL_ID, default_model_path
 from backend.errors import QuantDeskError
@@ -22,26 +20,18 @@ class ModelChoice:
 
 
 def _library_paths() -> list[Path]:
-    """GGUF files in the hub library, if the hub offers a library API (else none)."""
+    """Loadable GGUF files of the hub's local library (none if the hub can't say)."""
     try:
-        module: Any = importlib.import_module("backend.hub.library")
+        from backend.hub.library import ModelLibrary
     except ImportError:
         return []
-    for name in ("list_models", "list_entries", "library_entries", "scan_library"):
-        func = getattr(module, name, None)
-        if callable(func):
-            try:
-                entries = func()
-            except (QuantDeskError, OSError) as exc:
-                log.warning("could not read the model library: %s", exc)
-                return []
-            paths = []
-            for entry in entries:
-                path = entry if isinstance(entry, str | Path) else getattr(entry, "path", None)
-                if path is not None and str(path).endswith(".gguf"):
-                    paths.append(Path(path))
-            return paths
-    return []
+    try:
+        entries = ModelLibrary().entries()
+    except (QuantDeskError, OSError) as exc:
+        log.warning("could not read the model library: %s", exc)
+        return []
+    return [Path(e.path) for e in entries
+            if e.format == "gguf" and not e.error and e.source != "embedded"]
 
 
 def model_choices(recent: list[str]) -> list[ModelChoice]:

@@ -39,6 +39,7 @@ def take(out: Path, bench: bool = True) -> list[Path]:
     from app.app_settings import AppSettings
     from app.main import create_app
     from app.main_window import MainWindow
+    from app.pages import ComingSoonPage
     from app.pages.bench_page import BenchPage
     from app.pages.chat_page import ChatPage
     from app.server_process import ServerState
@@ -56,6 +57,12 @@ def take(out: Path, bench: bool = True) -> list[Path]:
     shots: list[Path] = []
 
     def grab(key: str) -> None:
+        page = window.page(key)
+        if isinstance(page, ComingSoonPage):
+            return
+        prepare = getattr(page, "prepare_screenshot", None)  # optional hook for any page
+        if callable(prepare):
+            prepare()
         window.show_page(key)
         _wait(app, lambda: False, 0.4)
         path = out / f"{key}.png"

@@ -6,6 +6,7 @@ its own executable with ``serve``; a venv runs ``python -m backend.cli.main serv
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -13,10 +14,17 @@ from app.app_settings import ServerKnobs
 
 
 def launcher_prefix() -> list[str]:
-    """The program and leading arguments that run the ``quantdesk`` CLI."""
+    """The program and leading arguments that run the ``quantdesk`` CLI.
+
+    From a venv the CLI runs through :mod:`app.child_guard`, so on Linux the
+    server is terminated if the window dies without stopping it.
+    """
     if getattr(sys, "frozen", False):  # PyInstaller: the app binary is the CLI too
         return [sys.executable]
-    return [sys.executable, "-m", "backend.cli.main"]
+    cli = [sys.executable, "-m", "backend.cli.main"]
+    if sys.platform.startswith("linux"):
+        return [sys.executable, "-m", "app.child_guard", str(os.getpid()), *cli]
+    return cli
 
 
 def serve_arguments(knobs: ServerKnobs, port_file: Path, port: int | None = None) -> list[str]:

@@ -250,7 +250,12 @@ class ChatPage(QWidget):
     # -- conversations --------------------------------------------------------------------
     def refresh_history(self) -> None:
         self.history.clear()
-        for conv in self.store.list():
+        conversations = self.store.list()
+        if not conversations:
+            hint = QListWidgetItem("No saved chats yet")
+            hint.setFlags(Qt.ItemFlag.NoItemFlags)
+            self.history.addItem(hint)
+        for conv in conversations:
             item = QListWidgetItem(conv.title)
             item.setData(Qt.ItemDataRole.UserRole, conv.id)
             item.setToolTip(conv.title)
@@ -277,7 +282,7 @@ class ChatPage(QWidget):
 
     def delete_conversation(self) -> None:
         item = self.history.currentItem()
-        if item is None:
+        if item is None or not item.data(Qt.ItemDataRole.UserRole):
             return
         conv_id = str(item.data(Qt.ItemDataRole.UserRole))
         self.store.delete(conv_id)
@@ -286,7 +291,9 @@ class ChatPage(QWidget):
         self.refresh_history()
 
     def _on_history_clicked(self, item: QListWidgetItem) -> None:
-        self.open_conversation(str(item.data(Qt.ItemDataRole.UserRole)))
+        conv_id = item.data(Qt.ItemDataRole.UserRole)
+        if conv_id:
+            self.open_conversation(str(conv_id))
 
     def _show_conversation(self) -> None:
         for bubble in self.bubbles:

@@ -6,7 +6,7 @@ import logging
 from pathlib import Path
 
 from PySide6.QtCore import Qt, QTimer
-from PySide6.QtGui import QGuiApplication
+from PySide6.QtGui import QGuiApplication, QShowEvent
 from PySide6.QtWidgets import (
     QComboBox,
     QFileDialog,
@@ -283,6 +283,12 @@ class ServerPage(QWidget):
         self.model_combo.setCurrentIndex(values.index(select))
         self.model_combo.blockSignals(False)
         self._update_model_info()
+
+    def showEvent(self, event: QShowEvent) -> None:
+        """Pick up models downloaded or quantised since the page was last shown."""
+        super().showEvent(event)
+        current = str(self.model_combo.currentData() or "default")
+        self._fill_models(current)
 
     def _load_knobs(self, k: ServerKnobs) -> None:
         self._fill_models(k.model)

@@ -1,0 +1,39 @@
+"""The Server page offers the embedded model, the hub library and recently opened files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pytestqt.qtbot import QtBot
+
+from app.main_window import MainWindow
+from app.pages.server_page import ServerPage
+
+
+def test_library_and_recent_models_are_offered(
+    window: MainWindow, qtbot: QtBot, isolated_home: Path, smollm2_path: Path, tmp_path: Path
+) -> None:
+    page = window.page("server")
+    assert isinstance(page, ServerPage)
+    assert page.model_combo.itemData(0) == "default"
+    assert "SmolLM2" in page.model_combo.itemText(0)
+    assert "135 M params" in page.model_info.text() and "Q4_1" in page.model_info.text()
+
+    library = isolated_home / "models"
+    library.mkdir(exist_ok=True)
+    (library / "Linked-Q4_1.gguf").symlink_to(smollm2_path)
+    outside = tmp_path / "Elsewhere.gguf"
+    outside.symlink_to(smollm2_path)
+
+    window.show_page("chat")
+    window.show_page("server")  # showing the page re-reads the library
+    values = [page.model_combo.itemData(i) for i in range(page.model_combo.count())]
+    assert str(library / "Linked-Q4_1.gguf") in values
+
+    page.set_model(str(outside))  # what "Open GGUF…" does with the chosen file
+    assert page.model_combo.currentData() == str(outside)
+    assert window.settings.server.model == str(outside)
+    assert window.settings.recent_models[0] == str(outside)
+    assert "30 layers" in page.model_info.text()
+    assert page.ngl_spin.maximum() == 30
+    assert "Elsewhere" in page.snippet_edits[1].toPlainText()  # curl snippet names the model
