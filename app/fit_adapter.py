@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.app_settings import ServerKnobs
-from app.model_choices import model_facts
+from app.model_choices import cached_header, model_facts
 from backend.errors import QuantDeskError
 
 log = logging.getLogger(__name__)
@@ -52,7 +52,6 @@ def _memory() -> Any:
 def _hub_view(knobs: ServerKnobs, path: Any) -> FitView | None:
     try:
         from backend.hub.fit_estimate import FitSettings, estimate_fit
-        from backend.hub.gguf_header import read_gguf_header
     except ImportError:
         return None
     try:
@@ -62,7 +61,7 @@ def _hub_view(knobs: ServerKnobs, path: Any) -> FitView | None:
             cache_type_v=knobs.cache_type_v, n_gpu_layers=knobs.gpu_layers,
             n_batch=knobs.batch_size, n_ubatch=knobs.ubatch_size, flash_attn=knobs.flash_attn,
         )
-        est = estimate_fit(read_gguf_header(path), settings, memory)
+        est = estimate_fit(cached_header(path), settings, memory)
     except (QuantDeskError, OSError, ValueError) as exc:
         return FitView("unknown", f"Could not estimate: {exc}")
     verdict = {"partial_offload": "partial"}.get(est.verdict, est.verdict)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 from backend.default_model import DEFAULT_MODEL_ID, default_model_path
 from backend.errors import QuantDeskError
@@ -34,11 +36,19 @@ def _library_paths() -> list[Path]:
             if e.format == "gguf" and not e.error and e.source != "embedded"]
 
 
-def model_choices(recent: list[str]) -> list[ModelChoice]:
-    """Embedded default first, then the library, then recently opened files."""
+def library_paths() -> list[Path]:
+    """The library's GGUF files (reads every header: call it off the GUI thread)."""
+    return _library_paths()
+
+
+def model_choices(recent: list[str], library: list[Path] | None = None) -> list[ModelChoice]:
+    """Embedded default first, then the library, then recently opened files.
+
+    ``library=None`` scans the library now; pass a list scanned elsewhere to avoid that.
+    """
     choices = [ModelChoice(f"{DEFAULT_MODEL_ID} (embedded)", "default", "embedded")]
     seen = {"default"}
-    for path in _library_paths():
+    for path in _library_paths() if library is None else library:
         if str(path) not in seen:
             seen.add(str(path))
             choices.append(ModelChoice(path.name, str(path), "library"))
@@ -67,6 +77,19 @@ class ModelFacts:
     params: int = 0
 
 
+@lru_cache(maxsize=32)
+def _header(path: str, mtime_ns: int, size: int) -> Any:
+    from backend.hub.gguf_header import read_gguf_header
+
+    return read_gguf_header(path)
+
+
+def cached_header(path: Path) -> Any:
+    """The GGUF header of ``path``, read once per (path, mtime, size)."""
+    st = path.stat()
+    return _header(str(path), st.st_mtime_ns, st.st_size)
+
+
 def model_facts(value: str) -> ModelFacts | None:
     """Size and header facts of a model, or None if it can't be read."""
     path = resolve(value)
@@ -74,9 +97,7 @@ def model_facts(value: str) -> ModelFacts | None:
         return None
     size = path.stat().st_size
     try:
-        from backend.hub.gguf_header import read_gguf_header
-
-        header = read_gguf_header(path)
+        header = cached_header(path)
         return ModelFacts(
             path, size, header.architecture, header.file_type_name, header.block_count,
             header.context_length, header.parameter_count,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from PySide6.QtCore import Qt, QTimer
+from PySide6.QtCore import Qt, QThread, QTimer, Signal
 from PySide6.QtGui import QGuiApplication, QShowEvent
 from PySide6.QtWidgets import (
     QComboBox,
@@ -28,7 +28,7 @@ from PySide6.QtWidgets import (
 from app.app_context import AppContext
 from app.app_settings import AppSettings, ServerKnobs
 from app.fit_adapter import FitView, estimate
-from app.model_choices import describe, model_choices, model_facts
+from app.model_choices import describe, library_paths, model_choices, model_facts
 from app.server_command import base_url
 from app.server_errors import ServerProcessError
 from app.server_process import ServerState
@@ -55,6 +55,13 @@ def _spin(lo: int, hi: int, value: int, step: int = 1, special: str | None = Non
     return box
 
 
+class _LibraryScan(QThread):
+    scanned = Signal(object)  # list[Path]
+
+    def run(self) -> None:
+        self.scanned.emit(library_paths())
+
+
 class ServerPage(QWidget):
     """Start and watch ``quantdesk serve``; the knobs persist in :class:`AppSettings`."""
 
@@ -65,6 +72,9 @@ class ServerPage(QWidget):
         self.context = context
         self.server = context.server
         self._loading = True
+        self._library: list[Path] = []
+        self._scan: _LibraryScan | None = None
+        self.library_scans = 0
         self._fit_timer = QTimer(self)
         self._fit_timer.setSingleShot(True)
         self._fit_timer.setInterval(120)
@@ -274,7 +284,7 @@ class ServerPage(QWidget):
         self.model_combo.blockSignals(True)
         self.model_combo.clear()
         values = []
-        for choice in model_choices(self.settings.recent_models):
+        for choice in model_choices(self.settings.recent_models, self._library):
             self.model_combo.addItem(choice.label, choice.value)
             values.append(choice.value)
         if select not in values:
@@ -287,8 +297,31 @@ class ServerPage(QWidget):
     def showEvent(self, event: QShowEvent) -> None:
         """Pick up models downloaded or quantised since the page was last shown."""
         super().showEvent(event)
-        current = str(self.model_combo.currentData() or "default")
-        self._fill_models(current)
+        self.scan_library()
+
+    def scan_library(self) -> None:
+        """Re-read the hub library in a thread; the picker updates when it is done."""
+        if self._scan is not None:
+            return
+        scan = _LibraryScan()
+        scan.scanned.connect(self._on_library)
+        scan.finished.connect(self._on_scan_done)
+        self._scan = scan
+        scan.start()
+
+    def _on_library(self, paths: list[Path]) -> None:
+        self._library = paths
+        self._fill_models(str(self.model_combo.currentData() or "default"))
+        self.library_scans += 1
+
+    def _on_scan_done(self) -> None:
+        if self._scan is not None:
+            self._scan.deleteLater()
+        self._scan = None
+
+    def shutdown(self) -> None:
+        if self._scan is not None:
+            self._scan.wait(10_000)
 
     def _load_knobs(self, k: ServerKnobs) -> None:
         self._fill_models(k.model)

@@ -26,7 +26,10 @@ def test_library_and_recent_models_are_offered(
     outside.symlink_to(smollm2_path)
 
     window.show_page("chat")
-    window.show_page("server")  # showing the page re-reads the library
+    qtbot.waitUntil(lambda: page._scan is None, timeout=30_000)
+    scans = page.library_scans
+    window.show_page("server")  # showing the page re-reads the library, in a thread
+    qtbot.waitUntil(lambda: page.library_scans > scans, timeout=30_000)
     values = [page.model_combo.itemData(i) for i in range(page.model_combo.count())]
     assert str(library / "Linked-Q4_1.gguf") in values
 
