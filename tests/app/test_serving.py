@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 from typing import Any
 
 import psutil
 import pytest
-from PySide6.QtCore import Qt
+from PySide6.QtCore import Qt, QTimer
+from PySide6.QtWidgets import QApplication, QMessageBox
 from pytestqt.qtbot import QtBot
 
 from app.chat_store import ChatStore
@@ -17,6 +19,7 @@ from app.pages.chat_page import ChatPage
 from app.pages.dashboard_page import DashboardPage
 from app.pages.server_page import ServerPage
 from app.server_process import ServerState
+from app.theme import human_bytes
 
 START_TIMEOUT_MS = 180_000
 REPLY_TIMEOUT_MS = 120_000
@@ -83,8 +86,9 @@ def test_serve_chat_watch_crash_restart(window: MainWindow, qtbot: QtBot) -> Non
     assert in_flight[0] >= 1
     assert max(running_seen) >= 1, "the dashboard never saw the request running"
     assert dash.stats_count > stats_before
-    qtbot.waitUntil(lambda: dash.redraw_count > 0, timeout=5000)
-    assert dash.tiles["done"].value.text() not in ("–", "0")
+    # the next redraw shows the finished request (stats and redraws are asynchronous)
+    qtbot.waitUntil(lambda: dash.tiles["done"].value.text() == "1", timeout=10_000)
+    assert dash.redraw_count > 0
     assert dash.vram_stack.currentWidget() is dash.no_gpu_label or dash._gpu_names
     saved = ChatStore().list()
     assert len(saved) == 1 and saved[0].messages[-1].content == reply.content
@@ -140,6 +144,33 @@ def test_serve_chat_watch_crash_restart(window: MainWindow, qtbot: QtBot) -> Non
     assert chat.conversation.messages[-1].content
     assert not chat.conversation.messages[-1].meta.get("error")
 
+    # -- closing while a request runs asks first; "No" keeps everything running -------------
+    chat.max_tokens_spin.setValue(400)
+    chat.composer.setPlainText("Write a long story about a lighthouse keeper.")
+    qtbot.mouseClick(chat.send_button, Qt.MouseButton.LeftButton)
+    assert chat.worker is not None
+    first: list[str] = []
+    chat.worker.delta_received.connect(first.append)
+    qtbot.waitUntil(lambda: len(first) >= 1, timeout=REPLY_TIMEOUT_MS)
+    questions: list[str] = []
+
+    def answer_no() -> None:
+        box = QApplication.activeModalWidget()
+        if isinstance(box, QMessageBox):
+            questions.append(box.text())
+            box.button(QMessageBox.StandardButton.No).click()
+        else:
+            QTimer.singleShot(50, answer_no)
+
+    window.confirm_close = True
+    QTimer.singleShot(50, answer_no)
+    assert window.close() is False
+    assert questions and "request" in questions[0]
+    assert window.isVisible() and server.state is ServerState.RUNNING
+    chat.stop()
+    _wait_reply(chat, qtbot)
+    window.confirm_close = False
+
     # -- closing the window stops the server ------------------------------------------------
     window.close()
     assert server.state is ServerState.STOPPED
@@ -158,3 +189,37 @@ def test_missing_model_is_reported_in_plain_words(window: MainWindow, qtbot: QtB
     assert window.context.server.last_error is not None
     assert window.context.server.last_error.kind == "model_not_found"
     assert page.banner.isVisibleTo(page)
+
+
+# Runs the real CLI under a 2.5 GB address-space limit, so llama.cpp really fails to allocate.
+_LIMITED = (
+    "import os, resource, sys; "
+    "resource.setrlimit(resource.RLIMIT_AS, (2_500_000_000, 2_500_000_000)); "
+    "os.execv(sys.executable, [sys.executable, '-m', 'backend.cli.main', *sys.argv[1:]])"
+)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RLIMIT_AS semantics")
+def test_out_of_memory_on_load_says_so_and_shows_the_estimate(qtbot: QtBot, settings: Any) -> None:
+    from app.app_context import AppContext
+    from app.server_process import ServerSupervisor
+
+    settings.server.ctx_size = 262_144  # ~6 GiB of f16 KV for SmolLM2
+    supervisor = ServerSupervisor(launcher=lambda: [sys.executable, "-c", _LIMITED])
+    context = AppContext(settings, supervisor)
+    win = MainWindow(settings, context)
+    win.confirm_close = False
+    qtbot.addWidget(win)
+    page = win.page("server")
+    assert isinstance(page, ServerPage)
+    with qtbot.waitSignal(supervisor.server_crashed, timeout=120_000) as crashed:
+        qtbot.mouseClick(page.start_button, Qt.MouseButton.LeftButton)
+    assert "ran out of memory" in str(crashed.args[0])
+    assert supervisor.last_error is not None and supervisor.last_error.kind == "oom"
+    text = page.banner.label.text()
+    view = page.fit_bar.view
+    assert view is not None and view.kv_bytes > 5 * 2**30  # 23 KiB/cell x 262k cells
+    assert "Estimate for these settings" in text
+    assert f"KV cache {human_bytes(view.kv_bytes)}" in text
+    assert page.banner.button.text() == "Restart"
+    win.close()

@@ -1,0 +1,87 @@
+"""A coloured pill that says whether a model fits this machine, and the check behind it.
+
+The verdict comes from ``backend.hub.fit_estimate`` (weights, KV cache and compute
+buffer against free RAM/VRAM) with the Server page's knobs; for a Hub file the GGUF
+header is read with HTTP Range requests, never the weights.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QLabel, QWidget
+
+from app.app_settings import ServerKnobs
+from app.theme import BAD, GOOD, IDLE, WARN
+from backend.errors import QuantDeskError
+
+log = logging.getLogger(__name__)
+
+_SPLIT_PART = re.compile(r"-(\d{5})-of-(\d{5})\.gguf$", re.IGNORECASE)
+
+VERDICT_TEXT = {
+    "fits": "Fits",
+    "partial_offload": "Partial offload",
+    "wont_fit": "Won't fit",
+    "unknown": "Unknown",
+}
+VERDICT_COLOUR = {"fits": GOOD, "partial_offload": WARN, "wont_fit": BAD, "unknown": IDLE}
+
+
+@dataclass(frozen=True)
+class FitVerdict:
+    verdict: str  # fits, partial_offload, wont_fit or unknown
+    message: str
+
+
+def remote_fits(repo_id: str, filenames: list[str], knobs: ServerKnobs,
+                revision: str | None = None, limit: int = 24) -> dict[str, FitVerdict]:
+    """Fit verdicts for GGUF files of a Hub repo (blocking: run it in a worker)."""
+    from backend.hub.fit_estimate import FitSettings, estimate_fit
+    from backend.hub.hub_search import remote_gguf_header
+    from backend.hub.memory_probe import probe_memory
+
+    memory = probe_memory()
+    settings = FitSettings(
+        n_ctx=knobs.ctx_size, n_parallel=knobs.parallel, cache_type_k=knobs.cache_type_k,
+        cache_type_v=knobs.cache_type_v, n_gpu_layers=knobs.gpu_layers,
+        n_batch=knobs.batch_size, n_ubatch=knobs.ubatch_size, flash_attn=knobs.flash_attn,
+    )
+    out: dict[str, FitVerdict] = {}
+    for name in filenames[:limit]:
+        split = _SPLIT_PART.search(name)
+        if split and int(split.group(1)) != 1:
+            continue  # judged with its first part
+        try:
+            header = remote_gguf_header(repo_id, name, revision=revision)
+            est = estimate_fit(header, settings, memory)
+            message = est.message
+            if split:
+                message += " (first part of a split model only)"
+            out[name] = FitVerdict(est.verdict, message)
+        except (QuantDeskError, OSError, ValueError) as exc:
+            out[name] = FitVerdict("unknown", f"could not read the header: {exc}")
+    return out
+
+
+class FitBadge(QLabel):
+    """``Fits`` (green), ``Partial offload`` (amber), ``Won't fit`` (red) or ``Unknown``."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.verdict = "unknown"
+        self.set_verdict(FitVerdict("unknown", "checking…"))
+
+    def set_verdict(self, fit: FitVerdict) -> None:
+        self.verdict = fit.verdict
+        colour = VERDICT_COLOUR.get(fit.verdict, IDLE)
+        self.setText(VERDICT_TEXT.get(fit.verdict, fit.verdict))
+        self.setToolTip(fit.message)
+        self.setStyleSheet(
+            f"QLabel {{ color: {colour}; border: 1px solid {colour}; border-radius: 9px;"
+            " padding: 1px 8px; font-size: 11px; font-weight: 600; background: transparent; }"
+        )
