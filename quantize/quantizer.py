@@ -164,6 +164,7 @@ def quantize_gguf(
     }
     fallbacks: list[Fallback] = []
     outcome: dict[str, Any] = {}
+    errors: list[str] = []
     n_tensors = len(header.tensors)
 
     def on_line(line: str) -> None:
@@ -187,7 +188,10 @@ def quantize_gguf(
         elif kind in ("done", "error"):
             outcome.update(event)
         elif kind == "log":
-            log.debug("llama.cpp: %s", event.get("line"))
+            text = str(event.get("line", ""))
+            log.debug("llama.cpp: %s", text)
+            if "failed to quantize" in text or "error" in text.lower():
+                errors.append(text.strip())
 
     started = time.monotonic()
     progress(Progress("quantize", 0, n_tensors, f"{source.name} -> {target.name}"))
@@ -200,7 +204,7 @@ def quantize_gguf(
         if outcome.get("event") == "error":
             raise QuantizationFailedError(f"quantising to {qt.name} failed: {outcome['message']}")
         if result.returncode != 0 or outcome.get("rc", 1) != 0:
-            detail = result.tail[-1] if result.tail else f"exit code {result.returncode}"
+            detail = errors[-1] if errors else f"exit code {result.returncode}"
             raise QuantizationFailedError(f"quantising to {qt.name} failed: {detail}")
         if not tmp.is_file():
             raise QuantizationFailedError(f"llama.cpp wrote no file for {target.name}")

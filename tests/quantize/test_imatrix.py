@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from quantize.errors import CalibrationError, ImatrixError
+from quantize.errors import CalibrationError, ImatrixError, QuantizationFailedError
 from quantize.imatrix import compute_imatrix
 from quantize.imatrix_file import Imatrix, load_imatrix, save_imatrix
 from quantize.quantizer import quantize_gguf
@@ -80,3 +80,13 @@ def test_imatrix_lowers_kld_of_q2_k(
     kld_plain, kld_im = mean_kld(smollm2_f16, [plain.path, with_im.path], held_out, max_chunks=2)
     print(f"Q2_K KLD vs F16: without imatrix {kld_plain:.4f}, with imatrix {kld_im:.4f}")
     assert kld_im < 0.85 * kld_plain
+
+
+def test_imatrix_of_another_model_is_rejected(tiny_f16: Path, tmp_path: Path) -> None:
+    im = Imatrix()
+    im.add("blk.0.attn_q.weight", np.ones(64), 10)  # tiny-llama's rows are 256 wide
+    path = save_imatrix(im, tmp_path / "other.imatrix")
+    out = tmp_path / "out"
+    with pytest.raises(QuantizationFailedError, match="imatrix size 64 is different"):
+        quantize_gguf(tiny_f16, "Q4_K_M", out, imatrix=path)
+    assert list(out.iterdir()) == []
