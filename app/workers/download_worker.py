@@ -31,7 +31,7 @@ class DownloadWorker(QThread):
     cancelled = Signal()
     failed = Signal(str)
 
-    def __init__(self, repo_id: str, filename: str) -> None:
+    def __init__(self, repo_id: str, filename: str | None) -> None:
         super().__init__()
         self.repo_id = repo_id
         self.filename = filename
@@ -50,7 +50,8 @@ class DownloadWorker(QThread):
 
     def run(self) -> None:
         try:
-            paths = pull(self.repo_id, [self.filename], progress=self._on_progress,
+            files = [self.filename] if self.filename else None  # None: the repo's model files
+            paths = pull(self.repo_id, files, progress=self._on_progress,
                          cancel=self._cancel)
         except DownloadCancelledError:
             self.cancelled.emit()

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from PySide6.QtCore import QUrl
+from PySide6.QtWidgets import QTableWidget
 from pytestqt.qtbot import QtBot
 
 from app.app_settings import AppSettings
@@ -32,9 +33,14 @@ def _page(qtbot: QtBot, settings: AppSettings) -> ModelsPage:
     return page
 
 
+def _text(table: QTableWidget, row: int, col: int) -> str:
+    item = table.item(row, col)
+    assert item is not None
+    return item.text()
+
+
 def _names(page: ModelsPage) -> list[str]:
-    table = page.library_table
-    return [table.item(r, 0).text() for r in range(table.rowCount())]
+    return [_text(page.library_table, r, 0) for r in range(page.library_table.rowCount())]
 
 
 def test_library_lists_embedded_model_which_cannot_be_deleted(
@@ -42,8 +48,8 @@ def test_library_lists_embedded_model_which_cannot_be_deleted(
 ) -> None:
     page = _page(qtbot, settings)
     assert _names(page) == [DEFAULT_MODEL_ID]
-    assert page.library_table.item(0, 1).text() == "Q4_1"
-    assert page.library_table.item(0, 6).text() == "8,192"
+    assert _text(page.library_table, 0, 1) == "Q4_1"
+    assert _text(page.library_table, 0, 6) == "8,192"
     page.library_table.selectRow(0)
     assert page.reveal_button.isEnabled()
     assert not page.delete_button.isEnabled()
@@ -73,7 +79,7 @@ def test_offline_search_says_so_and_library_still_works(
 
 
 def test_search_download_appears_in_library_then_delete(
-    qtbot: QtBot, settings: AppSettings, hub: HubStandIn, smollm2_path: Path,
+    qtbot: QtBot, settings: AppSettings, hub: HubStandIn, smollm2_path: Path,  # noqa: F811
     isolated_home: Path,
 ) -> None:
     page = _page(qtbot, settings)
@@ -87,8 +93,8 @@ def test_search_download_appears_in_library_then_delete(
     with qtbot.waitSignal(page.fits_ready, timeout=30_000):
         page.results_list.setCurrentRow(repos.index(GGUF_REPO))
     table = page.files_table
-    assert [table.item(r, 0).text() for r in range(table.rowCount())] == [GGUF_FILE]
-    assert table.item(0, 1).text() == "Q4_1"
+    assert [_text(table, r, 0) for r in range(table.rowCount())] == [GGUF_FILE]
+    assert _text(table, 0, 1) == "Q4_1"
     badge = page.badge(0)
     assert badge is not None
     # a 98 MB model with a 1024-token context fits any machine that runs these tests
@@ -117,14 +123,19 @@ def test_search_download_appears_in_library_then_delete(
     assert hashlib.sha256(downloaded.read_bytes()).digest() == hashlib.sha256(
         smollm2_path.read_bytes()).digest()
     r = _names(page).index(want)
-    assert page.library_table.item(r, 7).text() == GGUF_REPO
+    assert _text(page.library_table, r, 7) == GGUF_REPO
 
     # delete asks first; "no" keeps the file, "yes" removes it
     page.tabs.setCurrentIndex(0)
     assert page.select_library_path(str(downloaded))
     assert page.delete_button.isEnabled()
     asked: list[str] = []
-    page.confirm = lambda title, text: asked.append(text) is not None and False
+
+    def refuse(title: str, text: str) -> bool:
+        asked.append(text)
+        return False
+
+    page.confirm = refuse
     page.delete_selected()
     assert asked and downloaded.is_file()
     page.confirm = lambda title, text: True
