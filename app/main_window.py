@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from PySide6.QtCore import QByteArray, QSize, Qt, QTimer
+from PySide6.QtCore import QByteArray, QSize, Qt, QTimer, SignalInstance
 from PySide6.QtGui import QCloseEvent
 from PySide6.QtWidgets import (
     QHBoxLayout,
@@ -59,6 +59,9 @@ class MainWindow(QMainWindow):
             item.setData(Qt.ItemDataRole.UserRole, spec.key)
             item.setSizeHint(QSize(180, 40))
             self.sidebar.addItem(item)
+            serve = getattr(page, "serve_requested", None)  # e.g. "Serve" on the Models page
+            if isinstance(serve, SignalInstance):
+                serve.connect(self.serve_model)
         self.sidebar.currentRowChanged.connect(self._on_row)
         self.context.navigate_requested.connect(self.show_page)
         server = self.context.server
@@ -120,6 +123,14 @@ class MainWindow(QMainWindow):
         keys = self.page_keys()
         if key in keys:
             self.sidebar.setCurrentRow(keys.index(key))
+
+    def serve_model(self, path: str) -> None:
+        """Select ``path`` on the Server page and show it (any page may ask for this)."""
+        page = self._pages.get("server")
+        set_model = getattr(page, "set_model", None)
+        if callable(set_model):
+            set_model(path)
+            self.show_page("server")
 
     def _on_row(self, row: int) -> None:
         if row < 0:

@@ -123,6 +123,12 @@ class ServerPage(QWidget):
         self.server.log_line.connect(self.log_view.appendPlainText)
         self._on_state(self.server.state.value)
         self.refresh_fit()
+        try:  # the Models page announces downloads and deletions here
+            from app.workers.library_events import library_events
+
+            library_events().library_changed.connect(self.scan_library)
+        except ImportError:
+            pass
 
     # -- building -------------------------------------------------------------------------
     def _build_model_box(self) -> QGroupBox:

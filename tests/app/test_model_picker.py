@@ -40,3 +40,17 @@ def test_library_and_recent_models_are_offered(
     assert "30 layers" in page.model_info.text()
     assert page.ngl_spin.maximum() == 30
     assert "Elsewhere" in page.snippet_edits[1].toPlainText()  # curl snippet names the model
+
+
+def test_any_page_can_ask_to_serve_a_model(
+    window: MainWindow, smollm2_path: Path, tmp_path: Path
+) -> None:
+    target = tmp_path / "Picked.gguf"
+    target.symlink_to(smollm2_path)
+    window.show_page("chat")
+    window.serve_model(str(target))
+    page = window.page("server")
+    assert isinstance(page, ServerPage)
+    assert window.stack.currentWidget() is page
+    assert page.model_combo.currentData() == str(target)
+    assert page.knobs().model == str(target)
