@@ -98,3 +98,17 @@ def test_sigterm_cancels_cleanly(smollm2_f16: Path, tmp_path: Path) -> None:
     assert "cancelled" in err
     assert list(tmp_path.iterdir()) == []
     assert os.path.exists(smollm2_f16)
+
+
+def test_cancel_conversion(tiny_hf_model: Path, tmp_path: Path) -> None:
+    from quantize.convert import convert_hf_to_gguf
+
+    cancel = threading.Event()
+
+    def progress(p: Progress) -> None:
+        if p.stage == "convert" and p.done >= 1:
+            cancel.set()
+
+    with pytest.raises(QuantizeCancelledError, match="conversion cancelled"):
+        convert_hf_to_gguf(tiny_hf_model, tmp_path, progress=progress, cancel=cancel)
+    assert list(tmp_path.iterdir()) == []
