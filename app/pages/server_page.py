@@ -392,6 +392,12 @@ class ServerPage(QWidget):
         self.settings.server = self.knobs()
         self._fit_timer.start()
         self._update_endpoint()
+        running = self.server.knobs if self.server.state is ServerState.RUNNING else None
+        if running is not None:
+            if running != self.settings.server:
+                self.detail_label.setText("Settings changed: press Restart to apply them.")
+            else:
+                self._on_started("")
 
     def refresh_fit(self) -> FitView:
         view = estimate(self.knobs())

@@ -49,6 +49,10 @@ def test_serve_chat_watch_crash_restart(window: MainWindow, qtbot: QtBot) -> Non
     assert f":{server.port}/v1" in server_page.snippet_edits[0].toPlainText()
     assert "ready at" in server_page.log_view.toPlainText()
     assert not server_page.start_button.isEnabled() and server_page.stop_button.isEnabled()
+    server_page.parallel_spin.setValue(3)
+    assert "Restart to apply" in server_page.detail_label.text()
+    server_page.parallel_spin.setValue(2)
+    assert "2 parallel" in server_page.detail_label.text()
 
     # -- a chat reply streams in while the dashboard watches -------------------------------
     chat = window.page("chat")
