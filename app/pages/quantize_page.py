@@ -33,7 +33,7 @@ from PySide6.QtWidgets import (
 
 from app.app_settings import AppSettings
 from app.theme import BAD, GOOD, human_bytes
-from app.widgets.common import EmptyState, ElidedLabel, page_header, set_button_role
+from app.widgets.common import ElidedLabel, EmptyState, page_header, set_button_role
 from app.workers.cli_job import CliJob
 from app.workers.hub_call import run_call, wait_for_calls
 from app.workers.library_events import library_events, scan_library
@@ -184,7 +184,8 @@ class QuantizePage(QWidget):
         self.kind_combo.addItems(list(SOURCE_KINDS))
         self.source_stack = QStackedWidget()
         self.library_combo = QComboBox()
-        self.library_combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.library_combo.setSizeAdjustPolicy(
+            QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
         self.library_combo.setMinimumContentsLength(20)
         self.library_combo.currentIndexChanged.connect(lambda _i: self._on_source_changed())
         folder_row = QWidget()
@@ -429,7 +430,7 @@ class QuantizePage(QWidget):
     def _pump(self) -> None:
         if any(c.state == "running" for c in self.jobs):
             return
-        card = next((c for c in reversed(self.jobs) if c.state == "queued"), None)
+        card = next((c for c in self.jobs if c.state == "queued"), None)
         if card is None:
             return
         job = CliJob(card.args, self)
