@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 
 from PySide6.QtCore import QObject, Signal
@@ -9,6 +10,8 @@ from PySide6.QtCore import QObject, Signal
 from app.app_settings import AppSettings
 from app.server_process import ServerState, ServerSupervisor
 from app.workers.stats_poller import StatsPoller
+
+log = logging.getLogger(__name__)
 
 
 class AppContext(QObject):
@@ -47,6 +50,7 @@ class AppContext(QObject):
         self._stop_polling()
         self._poller = StatsPoller(url, self.server.api_key, self.poll_interval_s)
         self._poller.stats_received.connect(self._on_stats)
+        self._poller.poll_failed.connect(lambda msg: log.info("stats poll failed: %s", msg))
         self._poller.start()
 
     def _on_stats(self, stats: dict[str, object]) -> None:

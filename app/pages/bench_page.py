@@ -34,7 +34,7 @@ from app.server_process import ServerState
 from app.theme import MUTED, SERIES
 from app.widgets.common import page_header, set_button_role
 from app.workers.bench_worker import BenchWorker
-from backend.bench import BenchConfig, BenchResult
+from backend.bench import BenchConfig, BenchError, BenchResult
 from backend.default_model import DEFAULT_MODEL_ID
 
 log = logging.getLogger(__name__)
@@ -147,7 +147,7 @@ class BenchPage(QWidget):
         lv = QVBoxLayout(runs)
         self.run_list = QListWidget()
         self.run_list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        self.run_list.setTextElideMode(Qt.TextElideMode.ElideMiddle)
+        self.run_list.setTextElideMode(Qt.TextElideMode.ElideRight)
         self.run_list.itemChanged.connect(lambda _i: self.replot())
         self.delete_button = set_button_role(QPushButton("Delete selected run"), "flat")
         self.delete_button.clicked.connect(self.delete_selected)
@@ -202,7 +202,7 @@ class BenchPage(QWidget):
         latest = load_signature(self.runs[-1][1]) if self.runs else None
         for i, (path, result) in enumerate(self.runs):
             same = load_signature(result) == latest
-            text = f"{result.label}  ·  {result.started_at[:16].replace('T', ' ')}"
+            text = f"{result.started_at[5:16].replace('T', ' ')}  ·  {result.label}"
             if not same:
                 text += "  (different load)"
             item = QListWidgetItem(text)
@@ -290,7 +290,7 @@ class BenchPage(QWidget):
         try:
             config = self.config()
             config.validate()
-        except (ValueError, Exception) as exc:
+        except (ValueError, BenchError) as exc:
             self.status.setText(f"Check the load settings: {exc}")
             return
         worker = BenchWorker(config)

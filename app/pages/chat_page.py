@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from PySide6.QtCore import Qt, QTimer
@@ -38,7 +39,7 @@ log = logging.getLogger(__name__)
 class _Composer(QPlainTextEdit):
     """Enter sends, Shift+Enter adds a line."""
 
-    def __init__(self, send: Any) -> None:
+    def __init__(self, send: Callable[[], None]) -> None:
         super().__init__()
         self._send = send
 
