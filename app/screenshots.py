@@ -1,4 +1,4 @@
-"""Screenshots of every page at 1440x900, from the real window driving the real server.
+"""Screenshots of the serving pages at 1440x900, from the real window driving the real server.
 
     QT_QPA_PLATFORM=offscreen python -m app.screenshots [--out docs/screenshots]
 
@@ -34,7 +34,10 @@ def _wait(app: object, condition: Callable[[], bool], timeout_s: float) -> bool:
     return False
 
 
-def take(out: Path, bench: bool = True) -> list[Path]:
+SERVING_PAGES = ("chat", "server", "dashboard", "bench")
+
+
+def take(out: Path, bench: bool = True, pages: tuple[str, ...] = SERVING_PAGES) -> list[Path]:
     os.environ.setdefault("QUANTDESK_HOME", tempfile.mkdtemp(prefix="quantdesk-shots-"))
     from app.app_settings import AppSettings
     from app.main import create_app
@@ -104,7 +107,7 @@ def take(out: Path, bench: bool = True) -> list[Path]:
         page.max_tokens_spin.setValue(24)
         page.start()
         _wait(app, lambda: page.worker is None, 300)
-    for key in window.page_keys():
+    for key in pages:
         grab(key)
     window.close()
     return shots
@@ -114,10 +117,13 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--out", type=Path, default=Path("docs/screenshots"))
     parser.add_argument("--no-bench", action="store_true")
+    parser.add_argument("--pages", default=",".join(SERVING_PAGES),
+                        help="comma-separated page keys (the Models, Quantise and Compare pages "
+                             "have their own script: tests/app/page_screenshots.py)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)
-    take(args.out, bench=not args.no_bench)
+    take(args.out, bench=not args.no_bench, pages=tuple(p for p in args.pages.split(",") if p))
     return 0
 
 
