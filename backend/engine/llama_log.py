@@ -9,7 +9,14 @@ import llama_cpp
 
 log = logging.getLogger("llama_cpp.native")
 
-_LEVELS = {2: logging.ERROR, 3: logging.WARNING, 4: logging.INFO, 5: logging.DEBUG}
+# ggml_log_level: 1 debug, 2 info, 3 warn, 4 error, 5 continuation of the previous line
+_LEVELS = {
+    1: logging.DEBUG,
+    2: logging.INFO,
+    3: logging.WARNING,
+    4: logging.ERROR,
+    5: logging.DEBUG,
+}
 _state: dict[str, object] = {}
 
 

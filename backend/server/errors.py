@@ -15,6 +15,7 @@ from backend.engine.errors import (
     InvalidRequestError,
     QueueFullError,
 )
+from backend.errors import QuantDeskError
 
 log = logging.getLogger(__name__)
 
@@ -96,6 +97,10 @@ def install_error_handlers(app: FastAPI) -> None:
     async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
         type_ = "not_found_error" if exc.status_code == 404 else "invalid_request_error"
         return _response(ApiError(exc.status_code, str(exc.detail), type_=type_))
+
+    @app.exception_handler(QuantDeskError)
+    async def _engine(_: Request, exc: QuantDeskError) -> JSONResponse:
+        return _response(to_api_error(exc))
 
     @app.exception_handler(Exception)
     async def _any(_: Request, exc: Exception) -> JSONResponse:

@@ -8,6 +8,8 @@ import pytest
 
 from tests.server.conftest import LiveServer, start_server, wait_healthy
 
+HTTP = httpx.Client(timeout=120.0)
+
 
 def _assert_openai_error(r: httpx.Response, status: int) -> dict:
     assert r.status_code == status, r.text
@@ -18,7 +20,7 @@ def _assert_openai_error(r: httpx.Response, status: int) -> dict:
 
 
 def test_bad_json_is_400(live_server: LiveServer) -> None:
-    r = httpx.post(
+    r = HTTP.post(
         f"{live_server.base_url}/v1/chat/completions",
         content=b"{not json",
         headers={"Content-Type": "application/json"},
@@ -27,24 +29,24 @@ def test_bad_json_is_400(live_server: LiveServer) -> None:
 
 
 def test_bad_parameter_is_400(live_server: LiveServer) -> None:
-    r = httpx.post(
+    r = HTTP.post(
         f"{live_server.base_url}/v1/chat/completions",
         json={"messages": [{"role": "user", "content": "hi"}], "temperature": 7},
     )
     err = _assert_openai_error(r, 400)
     assert err["param"] == "temperature"
-    r = httpx.post(f"{live_server.base_url}/v1/chat/completions", json={"messages": []})
+    r = HTTP.post(f"{live_server.base_url}/v1/chat/completions", json={"messages": []})
     _assert_openai_error(r, 400)
 
 
 def test_context_overflow_is_400_and_names_the_numbers(live_server: LiveServer) -> None:
-    r = httpx.post(
+    r = HTTP.post(
         f"{live_server.base_url}/v1/completions", json={"prompt": "word " * 5000, "max_tokens": 10}
     )
     err = _assert_openai_error(r, 400)
     assert err["code"] == "context_length_exceeded"
     assert "4096" in err["message"]
-    r = httpx.post(
+    r = HTTP.post(
         f"{live_server.base_url}/v1/completions", json={"prompt": "word " * 3000, "max_tokens": 500}
     )
     err = _assert_openai_error(r, 400)
@@ -61,11 +63,11 @@ def test_unknown_model_is_404(live_server: LiveServer) -> None:
 
 
 def test_unknown_route_is_404_in_openai_shape(live_server: LiveServer) -> None:
-    _assert_openai_error(httpx.get(f"{live_server.base_url}/v1/nope"), 404)
+    _assert_openai_error(HTTP.get(f"{live_server.base_url}/v1/nope"), 404)
 
 
 def test_unknown_fields_are_ignored(live_server: LiveServer) -> None:
-    r = httpx.post(
+    r = HTTP.post(
         f"{live_server.base_url}/v1/chat/completions",
         json={
             "messages": [{"role": "user", "content": "hi"}],
@@ -80,11 +82,11 @@ def test_unknown_fields_are_ignored(live_server: LiveServer) -> None:
 
 def test_cors_allow_list(live_server: LiveServer) -> None:
     url = f"{live_server.base_url}/v1/models"
-    ok = httpx.options(
+    ok = HTTP.options(
         url, headers={"Origin": "http://allowed.example", "Access-Control-Request-Method": "GET"}
     )
     assert ok.headers.get("access-control-allow-origin") == "http://allowed.example"
-    bad = httpx.get(url, headers={"Origin": "http://evil.example"})
+    bad = HTTP.get(url, headers={"Origin": "http://evil.example"})
     assert "access-control-allow-origin" not in bad.headers
 
 
@@ -96,9 +98,9 @@ def test_api_key_and_busy_queue() -> None:
         url = f"{server.base_url}/v1/completions"
         body = {"prompt": "Hello", "max_tokens": 200, "ignore_eos": True}
         for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "s3cret"}):
-            err = _assert_openai_error(httpx.post(url, json=body, headers=headers), 401)
+            err = _assert_openai_error(HTTP.post(url, json=body, headers=headers), 401)
             assert err["code"] == "invalid_api_key"
-        assert httpx.get(f"{server.base_url}/health").status_code == 200  # health stays open
+        assert HTTP.get(f"{server.base_url}/health").status_code == 200  # health stays open
         auth = {"Authorization": "Bearer s3cret"}
         statuses: list[int] = []
         retry_after: list[str | None] = []
@@ -106,7 +108,7 @@ def test_api_key_and_busy_queue() -> None:
         import threading
 
         def fire() -> None:
-            r = httpx.post(url, json=body, headers=auth, timeout=120)
+            r = HTTP.post(url, json=body, headers=auth, timeout=120)
             statuses.append(r.status_code)
             if r.status_code == 429:
                 _assert_openai_error(r, 429)

@@ -7,6 +7,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.server.conftest import LiveServer, start_server, wait_healthy
 
+HTTP = httpx.Client(timeout=120.0)
+
 
 def test_health_is_503_until_loaded_then_200() -> None:
     server = start_server(ctx_size=2048, parallel=2)
@@ -14,7 +16,7 @@ def test_health_is_503_until_loaded_then_200() -> None:
         seen = wait_healthy(server.base_url)
         assert seen[0] == 503, seen
         assert seen[-1] == 200
-        body = httpx.get(f"{server.base_url}/health").json()
+        body = HTTP.get(f"{server.base_url}/health").json()
         assert body["status"] == "ok"
     finally:
         server.handle.stop()
@@ -24,7 +26,7 @@ def test_metrics_parse_with_prometheus_parser(live_server: LiveServer) -> None:
     live_server.client().completions.create(
         model="SmolLM2-135M-Instruct", prompt="Hi", max_tokens=4
     )
-    text = httpx.get(f"{live_server.base_url}/metrics").text
+    text = HTTP.get(f"{live_server.base_url}/metrics").text
     families = {f.name: f for f in text_string_to_metric_families(text)}
     for name in (
         "quantdesk_kv_cells_total",

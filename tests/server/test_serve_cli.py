@@ -11,6 +11,8 @@ import httpx
 
 from tests.server.conftest import wait_healthy
 
+HTTP = httpx.Client(timeout=120.0)
+
 CLI = [sys.executable, "-m", "backend.cli.main"]
 
 
@@ -84,13 +86,13 @@ def test_serve_child_process_answers(tmp_path: Path) -> None:
         assert port_file.exists(), proc.stdout.read() if proc.stdout else ""
         base = f"http://127.0.0.1:{port_file.read_text()}"
         wait_healthy(base)
-        r = httpx.post(
+        r = HTTP.post(
             f"{base}/v1/chat/completions",
             json={"messages": [{"role": "user", "content": "Say hi"}], "max_tokens": 8},
             timeout=60,
         )
         assert r.status_code == 200 and r.json()["choices"][0]["message"]["content"]
-        stats = httpx.get(f"{base}/v1/stats").json()
+        stats = HTTP.get(f"{base}/v1/stats").json()
         assert stats["model"]["cache_type_k"] == "q8_0"
         # q8_0: 34 bytes per 32 values
         assert stats["kv"]["bytes_total"] == round(1024 * 30 * 192 * 2 * 34 / 32)
