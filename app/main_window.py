@@ -98,6 +98,9 @@ class MainWindow(QMainWindow):
         self.sidebar.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         footer = QWidget()
         footer.setObjectName("SidebarFooter")
+        footer.setCursor(Qt.CursorShape.PointingHandCursor)
+        footer.setToolTip("Open the Server page")
+        footer.mousePressEvent = lambda _e: self.show_page("server")  # type: ignore[method-assign]
         h = QHBoxLayout(footer)
         h.setContentsMargins(14, 10, 10, 12)
         self.footer_light = StatusLight()

@@ -279,7 +279,20 @@ class ChatPage(QWidget):
             self.stop()
         self.conversation = self.store.load(conv_id)
         self.system_edit.setPlainText(self.conversation.system_prompt)
+        self._restore_params(self.conversation.params)
         self._show_conversation()
+
+    def _restore_params(self, params: dict[str, Any]) -> None:
+        """Put a saved conversation's sampling settings back in the spin boxes."""
+        spins: dict[str, QSpinBox | QDoubleSpinBox] = {
+            "temperature": self.temp_spin, "top_p": self.top_p_spin, "top_k": self.top_k_spin,
+            "min_p": self.min_p_spin, "repeat_penalty": self.repeat_spin,
+            "max_tokens": self.max_tokens_spin,
+        }
+        for key, spin in spins.items():
+            if isinstance(params.get(key), int | float):
+                spin.setValue(params[key])  # type: ignore[arg-type]
+        self.seed_spin.setValue(int(params.get("seed", -1)))
 
     def delete_conversation(self) -> None:
         item = self.history.currentItem()
