@@ -121,5 +121,8 @@ class BaseLogitsReader:
             raise BaseLogitsError(f"{self.path} was made from a different text")
 
     def chunk_rows(self, chunk: int) -> U16:
-        start = chunk * self.per_chunk
-        return self._rows[start : start + self.per_chunk]
+        return self.rows(chunk * self.per_chunk, self.per_chunk)
+
+    def rows(self, start: int, count: int) -> U16:
+        """Rows ``start .. start + count - 1`` (chunk-major), as a view of the mapped file."""
+        return self._rows[start : start + count]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -23,8 +24,11 @@ from quantize.evaluate.metrics import (
     F32,
     F64,
     I32,
+    U16,
+    BlockMetrics,
     KldAccumulator,
     KldSummary,
+    ReferenceBlock,
     compare_block,
     encode_log_probs,
     perplexity,
@@ -76,10 +80,11 @@ def _check(cancel: threading.Event | None) -> None:
         raise CompareCancelledError("comparison cancelled")
 
 
-def iter_chunk_logits(
+def iter_group_logits(
     ctx: Context, plan: ChunkPlan, cancel: threading.Event | None, on_step: StepCallback | None
-) -> Iterator[tuple[int, F32]]:
-    """Yield ``(chunk_index, logits)`` with logits of shape ``(scored_per_chunk, n_vocab)``.
+) -> Iterator[tuple[int, int, F32]]:
+    """Yield ``(first_chunk, n_chunks, logits)`` per decode, logits shaped
+    ``(n_chunks * scored_per_chunk, n_vocab)`` in chunk order.
 
     The arrays are views of llama.cpp's buffer: consume each before asking for the next.
     """
@@ -101,16 +106,35 @@ def iter_chunk_logits(
             np.repeat(np.arange(n_seq_batch, dtype=np.int32), n_ctx),
             np.tile(want_one, n_seq_batch),
         )
-        logits = ctx.logits(n_seq_batch * per_chunk).reshape(n_seq_batch, per_chunk, -1)
-        for seq in range(n_seq_batch):
-            yield start + seq, logits[seq]
+        yield start, n_seq_batch, ctx.logits(n_seq_batch * per_chunk)
         if on_step is not None:
             on_step(group + 1, plan.n_groups)
 
 
-def _next_tokens(plan: ChunkPlan, chunk: int) -> I32:
-    base = chunk * plan.n_ctx
-    return plan.tokens[base + plan.first + 1 : base + plan.n_ctx]
+def _targets(plan: ChunkPlan, start: int, n_chunks: int) -> I32:
+    """The token after each scored position of chunks ``start .. start + n_chunks - 1``."""
+    chunks = plan.tokens.reshape(plan.n_chunk, plan.n_ctx)[start : start + n_chunks]
+    return np.ascontiguousarray(chunks[:, plan.first + 1 :]).reshape(-1)
+
+
+def _encode_blocks(pool: ThreadPoolExecutor, logits: F32, targets: I32) -> list[ReferenceBlock]:
+    """Encode rows in blocks of ROW_BLOCK on the pool's threads (numpy releases the GIL)."""
+
+    def one(r: int) -> ReferenceBlock:
+        return encode_log_probs(logits[r : r + ROW_BLOCK], targets[r : r + ROW_BLOCK])
+
+    return list(pool.map(one, range(0, logits.shape[0], ROW_BLOCK)))
+
+
+def _compare_blocks(
+    pool: ThreadPoolExecutor, logits: F32, rows: U16, targets: I32, top: I32 | None
+) -> list[BlockMetrics]:
+    def one(r: int) -> BlockMetrics:
+        sl = slice(r, r + ROW_BLOCK)
+        ref_top = None if top is None else top[sl]
+        return compare_block(logits[sl], np.asarray(rows[sl]), targets[sl], ref_top)
+
+    return list(pool.map(one, range(0, logits.shape[0], ROW_BLOCK)))
 
 
 @dataclass(frozen=True)
@@ -134,13 +158,13 @@ def score_reference(
     """Perplexity of the reference; writes its log-probabilities to ``writer``."""
     nll_parts: list[F64] = []
     top_parts: list[I32] = []
-    for chunk, logits in iter_chunk_logits(ctx, plan, cancel, on_step):
-        targets = _next_tokens(plan, chunk)
-        for r in range(0, logits.shape[0], ROW_BLOCK):
-            block = encode_log_probs(logits[r : r + ROW_BLOCK], targets[r : r + ROW_BLOCK])
-            writer.write_rows(block.rows)
-            nll_parts.append(block.nll)
-            top_parts.append(block.top)
+    with ThreadPoolExecutor(max_workers=model.n_threads) as pool:
+        for start, n_chunks, logits in iter_group_logits(ctx, plan, cancel, on_step):
+            targets = _targets(plan, start, n_chunks)
+            for block in _encode_blocks(pool, logits, targets):
+                writer.write_rows(block.rows)
+                nll_parts.append(block.nll)
+                top_parts.append(block.top)
     nll = np.concatenate(nll_parts)
     ppl, unc = perplexity(nll)
     log.info("reference %s: PPL %.4f over %d positions", model.path.name, ppl, nll.size)
@@ -158,15 +182,14 @@ def score_candidate(
     """KL divergence, PPL ratio, Δp and top agreement of a candidate against the base file."""
     acc = KldAccumulator()
     per_chunk = base.per_chunk
-    for chunk, logits in iter_chunk_logits(ctx, plan, cancel, on_step):
-        targets = _next_tokens(plan, chunk)
-        rows = base.chunk_rows(chunk)
-        for r in range(0, per_chunk, ROW_BLOCK):
-            sl = slice(r, r + ROW_BLOCK)
-            top = None
-            if reference_top is not None:
-                top = reference_top[
-                    chunk * per_chunk + r : chunk * per_chunk + min(r + ROW_BLOCK, per_chunk)
-                ]
-            acc.add(compare_block(logits[sl], np.asarray(rows[sl]), targets[sl], top))
+    with ThreadPoolExecutor(max_workers=ctx.model.n_threads) as pool:
+        for start, n_chunks, logits in iter_group_logits(ctx, plan, cancel, on_step):
+            targets = _targets(plan, start, n_chunks)
+            row0 = start * per_chunk
+            rows = base.rows(row0, n_chunks * per_chunk)
+            top = (
+                reference_top[row0 : row0 + logits.shape[0]] if reference_top is not None else None
+            )
+            for block in _compare_blocks(pool, logits, rows, targets, top):
+                acc.add(block)
     return acc.summary()

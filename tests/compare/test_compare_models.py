@@ -21,6 +21,8 @@ from quantize.evaluate.results import CompareResult
 from quantize.evaluate.scoring import make_plan, score_reference
 from quantize.progress import Progress
 
+pytestmark = pytest.mark.slow  # about a minute on an idle 2-core machine
+
 CTX = 128
 CHUNKS = 6
 
@@ -47,10 +49,6 @@ def compared(
         answer_max_tokens=16,
     )
     return run_compare(config, events.append), events
-
-
-def _by_name(result: CompareResult) -> dict[str, object]:
-    return {c.name.split("-")[-1]: c for c in result.candidates[:3]}
 
 
 def test_kld_grows_and_top_agreement_falls_as_bits_drop(
@@ -190,6 +188,7 @@ def test_cli_writes_outputs_and_gate_fails_naming_the_quant(
             "--chunks",
             "2",
             "--no-answers",
+            "--no-speed",
             "--progress-jsonl",
             "--json",
             str(out_json),
