@@ -18,7 +18,15 @@ from prometheus_client import CollectorRegistry
 from backend.engine.engine import Engine
 from backend.server.errors import install_error_handlers
 from backend.server.metrics_collector import EngineCollector
-from backend.server.routes import chat, completions, models, monitoring
+from backend.server.routes import (
+    chat,
+    completions,
+    embeddings,
+    infill,
+    models,
+    monitoring,
+    tokenize,
+)
 from backend.settings import EngineSettings, ServerSettings
 
 log = logging.getLogger(__name__)
@@ -77,6 +85,6 @@ def create_app(
             allow_headers=["Authorization", "Content-Type"],
         )
     install_error_handlers(app)
-    for module in (chat, completions, models, monitoring):
+    for module in (chat, completions, models, monitoring, embeddings, infill, tokenize):
         app.include_router(module.router)
     return app

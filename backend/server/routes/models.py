@@ -7,7 +7,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, Request
 
 from backend.server.auth import require_api_key
-from backend.server.generation import ready_engine
+from backend.server.generation import check_model, ready_engine
 
 router = APIRouter(dependencies=[Depends(require_api_key)])
 
@@ -32,3 +32,9 @@ def model_card(request: Request) -> dict[str, Any]:
 @router.get("/v1/models")
 async def list_models(request: Request) -> dict[str, Any]:
     return {"object": "list", "data": [model_card(request)]}
+
+
+@router.get("/v1/models/{model_id:path}")
+async def retrieve_model(model_id: str, request: Request) -> dict[str, Any]:
+    check_model(ready_engine(request), model_id)
+    return model_card(request)

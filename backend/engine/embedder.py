@@ -1,0 +1,202 @@
+"""Sentence embeddings from the already-loaded model, in a context of their own.
+
+The scheduler's context generates text; embeddings need a context created with
+``embeddings=True`` and a pooling type, so :class:`Embedder` makes a second, small
+llama.cpp context on the same ``llama_model`` (the weights are shared, not loaded
+again). It is created on first use, guarded by a lock, and never touches the
+scheduler's context or KV cache. Calls block: run them off the event loop.
+
+Pooling: the model's own pooling type when its GGUF declares one (embedding models
+such as BGE or nomic-embed do), else mean pooling over the tokens. Vectors are
+L2-normalised, as OpenAI's are.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import threading
+
+import llama_cpp
+import numpy as np
+
+from backend.engine.errors import EngineError, InvalidRequestError
+from backend.engine.model_runtime import ModelRuntime
+
+log = logging.getLogger(__name__)
+
+# Tokens one embedding input may have (and the context size), at most.
+MAX_EMBED_CTX = 2048
+# Sequences packed into one llama_decode.
+MAX_SEQS_PER_DECODE = 16
+
+
+class EmbeddingUnsupportedError(InvalidRequestError):
+    """The loaded model cannot produce embeddings."""
+
+
+class EmbeddingInputTooLongError(InvalidRequestError):
+    """One input has more tokens than the embedding context holds."""
+
+
+def choose_pooling(runtime: ModelRuntime) -> int:
+    """The pooling type for the embedding context; raises if the model can't embed."""
+    info = runtime.info
+    model = runtime.model
+    if llama_cpp.llama_model_has_encoder(model) and llama_cpp.llama_model_has_decoder(model):
+        raise EmbeddingUnsupportedError(
+            f"the model '{info.path.name}' ({info.architecture}) is an encoder-decoder model; "
+            "embeddings need a decoder-only or encoder-only model",
+            param="model",
+        )
+    declared = runtime.meta(f"{info.architecture}.pooling_type")
+    if declared is None:
+        return int(llama_cpp.LLAMA_POOLING_TYPE_MEAN)
+    try:
+        pooling = int(declared)
+    except ValueError:
+        return int(llama_cpp.LLAMA_POOLING_TYPE_MEAN)
+    if pooling == llama_cpp.LLAMA_POOLING_TYPE_RANK:
+        raise EmbeddingUnsupportedError(
+            f"the model '{info.path.name}' is a reranker (rank pooling): it scores "
+            "query/document pairs and does not produce embeddings",
+            param="model",
+        )
+    if pooling == llama_cpp.LLAMA_POOLING_TYPE_NONE:
+        return int(llama_cpp.LLAMA_POOLING_TYPE_MEAN)
+    return pooling
+
+
+class Embedder:
+    """Embeds token lists with a lazily created embedding context on ``runtime.model``."""
+
+    def __init__(self, runtime: ModelRuntime, *, max_ctx: int = MAX_EMBED_CTX) -> None:
+        self.runtime = runtime
+        n_train = runtime.info.n_ctx_train
+        self.n_ctx = min(max_ctx, n_train) if n_train > 0 else max_ctx
+        self.n_embd = int(llama_cpp.llama_model_n_embd_out(runtime.model)) or runtime.info.n_embd
+        self._lock = threading.Lock()
+        self._ctx: llama_cpp.llama_context_p | None = None
+        self._batch: llama_cpp.llama_batch | None = None
+        self._failure: EmbeddingUnsupportedError | None = None
+        self._closed = False
+
+    # ---- lifecycle ---------------------------------------------------------------
+    def _ensure_context(self) -> llama_cpp.llama_context_p:
+        if self._closed:
+            raise EngineError("the embedder has been closed")
+        if self._failure is not None:
+            raise self._failure
+        if self._ctx is not None:
+            return self._ctx
+        try:
+            pooling = choose_pooling(self.runtime)
+        except EmbeddingUnsupportedError as exc:
+            self._failure = exc
+            raise
+        settings = self.runtime.settings
+        params = llama_cpp.llama_context_default_params()
+        params.embeddings = True
+        params.pooling_type = pooling
+        params.n_ctx = self.n_ctx
+        params.n_batch = self.n_ctx
+        params.n_ubatch = self.n_ctx  # a whole input in one ubatch (needed by non-causal models)
+        params.n_seq_max = MAX_SEQS_PER_DECODE
+        params.kv_unified = True
+        params.n_threads = settings.threads
+        params.n_threads_batch = settings.threads_batch or settings.threads
+        params.no_perf = True
+        ctx = llama_cpp.llama_init_from_model(self.runtime.model, params)
+        if not ctx:
+            self._failure = EmbeddingUnsupportedError(
+                f"llama.cpp could not create an embedding context for "
+                f"'{self.runtime.info.path.name}' (n_ctx={self.n_ctx}, pooling={pooling})",
+                param="model",
+            )
+            raise self._failure
+        self._ctx = ctx
+        self._batch = llama_cpp.llama_batch_init(self.n_ctx, 0, 1)
+        log.info(
+            "embedding context ready: n_ctx=%d, pooling=%d, n_embd=%d",
+            self.n_ctx,
+            int(llama_cpp.llama_pooling_type(ctx)),
+            self.n_embd,
+        )
+        return ctx
+
+    def close(self) -> None:
+        """Free the context (before the model is freed). Waits for a running call."""
+        with self._lock:
+            self._closed = True
+            if self._batch is not None:
+                llama_cpp.llama_batch_free(self._batch)
+                self._batch = None
+            if self._ctx is not None:
+                llama_cpp.llama_free(self._ctx)
+                self._ctx = None
+
+    # ---- work --------------------------------------------------------------------
+    def check_lengths(self, inputs: list[list[int]]) -> None:
+        """Raise a clear error for an empty input or one longer than the context."""
+        for i, tokens in enumerate(inputs):
+            if not tokens:
+                raise InvalidRequestError(f"input[{i}] is empty", param="input")
+            if len(tokens) > self.n_ctx:
+                raise EmbeddingInputTooLongError(
+                    f"input[{i}] has {len(tokens)} tokens but the embedding context "
+                    f"holds {self.n_ctx}; shorten it or split it",
+                    param="input",
+                )
+
+    def embed(self, inputs: list[list[int]]) -> np.ndarray:
+        """One L2-normalised float32 row per input, shape ``(len(inputs), n_embd)``."""
+        self.check_lengths(inputs)
+        out = np.empty((len(inputs), self.n_embd), dtype=np.float32)
+        with self._lock:
+            ctx = self._ensure_context()
+            start = 0
+            while start < len(inputs):
+                end, used = start, 0
+                while (
+                    end < len(inputs)
+                    and end - start < MAX_SEQS_PER_DECODE
+                    and used + len(inputs[end]) <= self.n_ctx
+                ):
+                    used += len(inputs[end])
+                    end += 1
+                out[start:end] = self._decode_group(ctx, inputs[start:end])
+                start = end
+        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        np.divide(out, norms, out=out, where=norms > 0)
+        return out
+
+    def _decode_group(self, ctx: llama_cpp.llama_context_p, group: list[list[int]]) -> np.ndarray:
+        batch = self._batch
+        assert batch is not None
+        i = 0
+        for sid, tokens in enumerate(group):
+            for pos, token in enumerate(tokens):
+                batch.token[i] = token
+                batch.pos[i] = pos  # type: ignore[call-overload]  # ctypes stub is wrong
+                batch.n_seq_id[i] = 1
+                batch.seq_id[i][0] = sid
+                batch.logits[i] = 1
+                i += 1
+        batch.n_tokens = i
+        memory = llama_cpp.llama_get_memory(ctx)
+        try:
+            rc = llama_cpp.llama_decode(ctx, batch)
+            if rc != 0:
+                raise EngineError(f"llama_decode failed in the embedding context (code {rc})")
+            rows = np.empty((len(group), self.n_embd), dtype=np.float32)
+            for sid in range(len(group)):
+                ptr = llama_cpp.llama_get_embeddings_seq(ctx, sid)
+                if not ptr:
+                    raise EngineError(f"llama.cpp returned no pooled embedding for sequence {sid}")
+                rows[sid] = np.ctypeslib.as_array(
+                    ctypes.cast(ptr, ctypes.POINTER(ctypes.c_float)), shape=(self.n_embd,)
+                )
+            return rows
+        finally:
+            if memory:
+                llama_cpp.llama_memory_clear(memory, True)

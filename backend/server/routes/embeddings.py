@@ -1,0 +1,137 @@
+"""POST /v1/embeddings: OpenAI-shaped embeddings from the loaded model."""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any, Literal
+
+from fastapi import APIRouter, Depends, FastAPI, Request
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.concurrency import run_in_threadpool
+
+from backend.engine.embedder import Embedder, EmbeddingInputTooLongError, EmbeddingUnsupportedError
+from backend.engine.engine import Engine
+from backend.engine.errors import InvalidRequestError
+from backend.server.auth import require_api_key
+from backend.server.errors import ApiError
+from backend.server.generation import check_model, ready_engine
+
+# OpenAI's limit on inputs per request.
+MAX_INPUTS = 2048
+
+
+@asynccontextmanager
+async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
+    """Free the embedding context on shutdown, before the engine frees the model."""
+    app.state.embedder = None
+    try:
+        yield
+    finally:
+        embedder: Embedder | None = getattr(app.state, "embedder", None)
+        if embedder is not None:
+            await run_in_threadpool(embedder.close)
+            app.state.embedder = None
+
+
+router = APIRouter(dependencies=[Depends(require_api_key)], lifespan=_lifespan)
+
+
+class EmbeddingRequest(BaseModel):
+    """OpenAI's embeddings request; unknown fields are accepted and ignored."""
+
+    model_config = ConfigDict(extra="allow")
+
+    input: str | list[str] | list[int] | list[list[int]] = Field(
+        description="Text, a list of texts, a token array or a list of token arrays"
+    )
+    model: str | None = None
+    encoding_format: Literal["float", "base64"] = "float"
+    dimensions: int | None = Field(None, ge=1, description="Must equal the model's dimension")
+    user: str | None = None
+
+
+def get_embedder(request: Request, engine: Engine) -> Embedder:
+    """The app's embedder for this engine, created (cheaply, without a context) on first use."""
+    state = request.app.state
+    embedder: Embedder | None = getattr(state, "embedder", None)
+    if embedder is None or embedder.runtime is not engine.runtime:
+        embedder = Embedder(engine.runtime)
+        state.embedder = embedder
+    return embedder
+
+
+def _token_lists(body: EmbeddingRequest, engine: Engine) -> list[list[int]]:
+    raw = body.input
+    items: list[str | list[int]]
+    if isinstance(raw, str):
+        items = [raw]
+    elif raw and all(isinstance(x, int) for x in raw):
+        items = [[int(x) for x in raw if isinstance(x, int)]]
+    else:
+        items = [x for x in raw if isinstance(x, str)] or [  # strings or token arrays
+            [int(t) for t in x] for x in raw if isinstance(x, list)
+        ]
+    if not items:
+        raise ApiError(400, "input must not be empty", param="input")
+    if len(items) > MAX_INPUTS:
+        raise ApiError(
+            400, f"input has {len(items)} items; at most {MAX_INPUTS} per request", param="input"
+        )
+    vocab = engine.runtime.n_vocab
+    lists: list[list[int]] = []
+    for i, item in enumerate(items):
+        if isinstance(item, str):
+            if not item:
+                raise ApiError(400, f"input[{i}] is an empty string", param="input")
+            tokens = engine.tokenize(item, add_special=True, parse_special=False)
+        else:
+            tokens = [int(t) for t in item]
+            if any(not 0 <= t < vocab for t in tokens):
+                raise ApiError(
+                    400, f"input[{i}]: token ids must be in 0..{vocab - 1}", param="input"
+                )
+        if not tokens:
+            raise ApiError(400, f"input[{i}] has no tokens", param="input")
+        lists.append(tokens)
+    return lists
+
+
+@router.post("/v1/embeddings")
+async def create_embeddings(body: EmbeddingRequest, request: Request) -> dict[str, Any]:
+    engine = ready_engine(request)
+    check_model(engine, body.model)
+    embedder = get_embedder(request, engine)
+    if body.dimensions is not None and body.dimensions != embedder.n_embd:
+        raise ApiError(
+            400,
+            f"dimensions={body.dimensions} is not supported: this model's embeddings have "
+            f"{embedder.n_embd} dimensions",
+            param="dimensions",
+        )
+    lists = _token_lists(body, engine)
+    try:
+        embedder.check_lengths(lists)
+        vectors = await run_in_threadpool(embedder.embed, lists)
+    except EmbeddingUnsupportedError as exc:
+        raise ApiError(400, str(exc), param=exc.param, code="model_cannot_embed") from None
+    except EmbeddingInputTooLongError as exc:
+        raise ApiError(400, str(exc), param=exc.param, code="context_length_exceeded") from None
+    except InvalidRequestError as exc:
+        raise ApiError(400, str(exc), param=exc.param, code="invalid_value") from None
+    data: list[dict[str, Any]] = []
+    for i, row in enumerate(vectors):
+        embedding: list[float] | str
+        if body.encoding_format == "base64":
+            embedding = base64.b64encode(row.astype("<f4").tobytes()).decode()
+        else:
+            embedding = row.tolist()
+        data.append({"object": "embedding", "index": i, "embedding": embedding})
+    n_tokens = sum(len(t) for t in lists)
+    return {
+        "object": "list",
+        "data": data,
+        "model": engine.model_id,
+        "usage": {"prompt_tokens": n_tokens, "total_tokens": n_tokens},
+    }

@@ -1,0 +1,101 @@
+"""POST /tokenize and /detokenize, as llama-server answers them."""
+
+from __future__ import annotations
+
+import ctypes
+from typing import Any
+
+import llama_cpp
+from fastapi import APIRouter, Depends, Request
+from pydantic import BaseModel, ConfigDict, Field
+
+from backend.engine.engine import Engine
+from backend.server.auth import require_api_key
+from backend.server.errors import ApiError
+from backend.server.generation import ready_engine
+
+router = APIRouter(dependencies=[Depends(require_api_key)])
+
+# Bytes one request may send to /tokenize.
+MAX_CONTENT_BYTES = 8 * 1024 * 1024
+
+
+class TokenizeRequest(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    content: str = Field(description="Text to tokenise")
+    add_special: bool = Field(False, description="Add BOS/EOS as the model's tokenizer does")
+    parse_special: bool = Field(True, description="Turn special-token text into its token")
+    with_pieces: bool = Field(False, description="Return {id, piece} objects instead of ids")
+
+
+class DetokenizeRequest(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    tokens: list[int] = Field(description="Token ids to turn back into text")
+
+
+def token_piece(engine: Engine, token: int) -> bytes:
+    """The bytes of one token, special tokens rendered as their text (as llama-server does)."""
+    vocab = engine.runtime.vocab
+    buf = ctypes.create_string_buffer(64)
+    n = llama_cpp.llama_token_to_piece(vocab, token, buf, len(buf), 0, True)
+    if n < 0:
+        buf = ctypes.create_string_buffer(-n)
+        n = llama_cpp.llama_token_to_piece(vocab, token, buf, len(buf), 0, True)
+    return buf.raw[:n]
+
+
+def detokenize(engine: Engine, tokens: list[int]) -> str:
+    """Text of ``tokens`` through llama_detokenize (keeps special tokens' text)."""
+    if not tokens:
+        return ""
+    arr = (llama_cpp.llama_token * len(tokens))(*tokens)
+    vocab = engine.runtime.vocab
+    cap = max(64, len(tokens) * 8)
+    buf = ctypes.create_string_buffer(cap)
+    n = llama_cpp.llama_detokenize(vocab, arr, len(tokens), buf, cap, False, True)
+    if n < 0:
+        cap = -n
+        buf = ctypes.create_string_buffer(cap)
+        n = llama_cpp.llama_detokenize(vocab, arr, len(tokens), buf, cap, False, True)
+    return buf.raw[:n].decode(errors="replace")
+
+
+def check_token_ids(engine: Engine, tokens: list[int], param: str) -> None:
+    vocab = engine.runtime.n_vocab
+    bad = [t for t in tokens if not 0 <= t < vocab]
+    if bad:
+        raise ApiError(
+            400, f"token id {bad[0]} is out of range: ids must be in 0..{vocab - 1}", param=param
+        )
+
+
+@router.post("/tokenize")
+async def tokenize(body: TokenizeRequest, request: Request) -> dict[str, Any]:
+    engine = ready_engine(request)
+    if len(body.content) > MAX_CONTENT_BYTES:
+        raise ApiError(
+            400, f"content is longer than {MAX_CONTENT_BYTES} characters", param="content"
+        )
+    tokens = engine.tokenize(
+        body.content, add_special=body.add_special, parse_special=body.parse_special
+    )
+    if not body.with_pieces:
+        return {"tokens": tokens}
+    pieces: list[dict[str, Any]] = []
+    for token in tokens:
+        raw = token_piece(engine, token)
+        try:
+            piece: str | list[int] = raw.decode()
+        except UnicodeDecodeError:  # part of a multi-byte character: give the bytes
+            piece = list(raw)
+        pieces.append({"id": token, "piece": piece})
+    return {"tokens": pieces}
+
+
+@router.post("/detokenize")
+async def detokenize_route(body: DetokenizeRequest, request: Request) -> dict[str, Any]:
+    engine = ready_engine(request)
+    check_token_ids(engine, body.tokens, "tokens")
+    return {"content": detokenize(engine, body.tokens)}
