@@ -40,6 +40,8 @@ from backend.bench import (
     BenchConfig,
     BenchProgress,
     BenchResult,
+    LevelResult,
+    ScenarioResult,
     format_table,
     run_benchmark,
     write_json_atomic,
@@ -174,10 +176,12 @@ def ours_stats(url: str) -> dict[str, Any]:
 
 
 def bench_one(
-    spec: ServerSpec, knobs: Knobs, base: BenchConfig, out: Path, timeout_s: float
+    spec: ServerSpec, knobs: Knobs, base: BenchConfig, out: Path, timeout_s: float,
+    log_name: str,
 ) -> BenchResult:
     config = replace(base, label=spec.name, **spec.bench_overrides)
-    with started(spec, knobs, out / f"{spec.name}.log", timeout_s) as (url, proc):
+    load_before = os.getloadavg()[0]
+    with started(spec, knobs, out / log_name, timeout_s) as (url, proc):
         ps = psutil.Process(proc.pid)
         rss_loaded = tree_rss(ps)
         peak = [rss_loaded]
@@ -204,11 +208,40 @@ def bench_one(
             "rss_bytes_loaded": rss_loaded,
             "rss_bytes_end": tree_rss(ps),
             "rss_bytes_peak": peak[0],
+            "load_avg_1min": [round(load_before, 2), round(os.getloadavg()[0], 2)],
             "note": spec.note,
         }
         if spec.name == "ours":
             result.server.update(ours_stats(url))
     return result
+
+
+def merge_rounds(rounds: list[BenchResult]) -> BenchResult:
+    """One result per server: the repetitions of every round pooled, medians over all."""
+    first = rounds[0]
+    merged = BenchResult(
+        label=first.label, url=first.url, model=first.model, endpoint=first.endpoint,
+        config=first.config, started_at=first.started_at,
+        duration_s=sum(r.duration_s for r in rounds),
+        notes=list(dict.fromkeys(n for r in rounds for n in r.notes)),
+        server=dict(rounds[-1].server),
+    )
+    for scenario in first.scenarios:
+        pooled = ScenarioResult(scenario.name, scenario.shared_prefix_tokens)
+        for level in scenario.levels:
+            reps = []
+            for r in rounds:
+                other = r.scenario(scenario.name)
+                found = other.level(level.concurrency) if other else None
+                reps.extend(found.repetitions if found else [])
+            numbered = [replace(rep, repetition=i) for i, rep in enumerate(reps)]
+            pooled.levels.append(LevelResult(level.concurrency, numbered))
+        merged.scenarios.append(pooled)
+    for key in ("rss_bytes_loaded", "rss_bytes_peak"):
+        merged.server[key] = max(r.server[key] for r in rounds)
+    merged.server["load_avg_1min"] = [r.server["load_avg_1min"] for r in rounds]
+    merged.server["rounds"] = len(rounds)
+    return merged
 
 
 RATIO_FIELDS = ("tokens_per_s", "ttft_ms_p50", "ttft_ms_p99", "itl_ms_p50", "requests_per_s")
@@ -321,7 +354,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("-b", "--batch-size", type=int, default=512)
     p.add_argument("-ub", "--ubatch-size", type=int, default=512)
     p.add_argument("--concurrency", default="1,4,8,16")
-    p.add_argument("--reps", type=int, default=3)
+    p.add_argument("--reps", type=int, default=3, help="timed repetitions per round")
+    p.add_argument("--rounds", type=int, default=1,
+                   help="servers take turns this many times; repetitions of all rounds are "
+                   "pooled (fairer on a machine whose load changes)")
     p.add_argument("--requests-per-client", type=int, default=2)
     p.add_argument("--prompt-tokens", type=int, default=64)
     p.add_argument("--max-tokens", type=int, default=32)
@@ -362,25 +398,37 @@ def main(argv: list[str] | None = None) -> int:
         max_tokens=args.max_tokens,
         shared_prefix_tokens=args.shared_prefix_tokens,
     )
-    results: list[BenchResult] = []
+    names = [n.strip() for n in args.servers.split(",") if n.strip()]
+    unknown = [n for n in names if n not in specs]
+    if unknown:
+        print(f"unknown server(s) {unknown}; choose from {', '.join(specs)}", file=sys.stderr)
+        return 2
     failures: dict[str, str] = {}
+    if "llama-server" in names and not args.llama_server.is_file():
+        failures["llama-server"] = (
+            f"{args.llama_server} missing: run benchmarks/build_llama_server.sh"
+        )
+        print(f"skipping llama-server: {failures['llama-server']}", flush=True)
+        names.remove("llama-server")
+    rounds: dict[str, list[BenchResult]] = {name: [] for name in names}
     started_at = time.perf_counter()
-    for name in [s.strip() for s in args.servers.split(",") if s.strip()]:
-        if name not in specs:
-            print(f"unknown server {name!r}; choose from {', '.join(specs)}", file=sys.stderr)
-            return 2
-        if name == "llama-server" and not args.llama_server.is_file():
-            failures[name] = f"{args.llama_server} missing: run benchmarks/build_llama_server.sh"
-            print(f"skipping {name}: {failures[name]}", flush=True)
-            continue
-        print(f"== {name}", flush=True)
-        t0 = time.perf_counter()
-        try:
-            results.append(bench_one(specs[name], knobs, base, out, args.startup_timeout))
-        except Exception as exc:  # report and go on with the other servers
-            failures[name] = f"{type(exc).__name__}: {exc}"
-            print(f"  {name} failed: {failures[name]}", flush=True)
-        print(f"  {name} took {time.perf_counter() - t0:.0f} s", flush=True)
+    # Servers take turns, round after round, so a change in the machine's load hits all alike.
+    for rnd in range(args.rounds):
+        for name in names:
+            if name in failures:
+                continue
+            print(f"== {name} (round {rnd + 1}/{args.rounds})", flush=True)
+            t0 = time.perf_counter()
+            try:
+                rounds[name].append(bench_one(
+                    specs[name], knobs, replace(base, seed=base.seed + rnd), out,
+                    args.startup_timeout, log_name=f"{name}-round{rnd + 1}.log",
+                ))
+            except Exception as exc:  # report and go on with the other servers
+                failures[name] = f"{type(exc).__name__}: {exc}"
+                print(f"  {name} failed: {failures[name]}", flush=True)
+            print(f"  {name} took {time.perf_counter() - t0:.0f} s", flush=True)
+    results = [merge_rounds(rs) for rs in rounds.values() if rs]
 
     table = ratios(results)
     summary = {
