@@ -116,9 +116,7 @@ def test_too_long_input_is_a_clear_400(live_server: LiveServer) -> None:
         ({"input": "x", "model": "text-embedding-3-small"}, "model"),
     ],
 )
-def test_bad_requests_are_openai_shaped(
-    live_server: LiveServer, payload: dict, param: str
-) -> None:
+def test_bad_requests_are_openai_shaped(live_server: LiveServer, payload: dict, param: str) -> None:
     r = httpx.post(f"{live_server.base_url}/v1/embeddings", json=payload, timeout=TIMEOUT)
     assert r.status_code in (400, 404)
     err = r.json()["error"]
