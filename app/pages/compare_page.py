@@ -50,7 +50,9 @@ from PySide6.QtWidgets import (
 )
 
 from app.app_settings import AppSettings
+from app.markdown_render import markdown_to_html
 from app.theme import BAD, GOOD, MUTED, SERIES, SURFACE, TEXT, WARN, human_bytes
+from app.widgets.checkbox_style import use_visible_checkboxes
 from app.widgets.common import Banner, EmptyState, page_header, set_button_role
 from app.workers.cli_job import CliJob
 from app.workers.hub_call import run_call, wait_for_calls
@@ -89,6 +91,24 @@ def compare_arguments(
     if threads:
         args += ["--threads", str(threads)]
     return args
+
+
+def short_names(names: list[str]) -> list[str]:
+    """Drop the prefix all names share ('SmolLM2-135M-Instruct-Q8_0' -> 'Q8_0')."""
+    if len(names) < 2:
+        return names
+    seps = "-._ "
+    prefix = names[0]
+    for name in names[1:]:
+        while not name.startswith(prefix):
+            prefix = prefix[:-1]
+    cut = len(prefix)
+    if all(len(n) > cut and n[cut] in seps for n in names):
+        cut += 1  # the prefix ends right before a separator in every name
+    elif not (prefix and prefix[-1] in seps):
+        cut = max(prefix.rfind(ch) for ch in seps) + 1
+    short = [n[cut:] for n in names]
+    return short if cut > 0 and all(short) else names
 
 
 def runs_folder() -> Path:
@@ -183,8 +203,7 @@ class ComparePage(QWidget):
         self.text_edit = QLineEdit(str(self.state.get("text", "")))
         self.text_edit.setPlaceholderText("default: Python docstrings")
         self.text_edit.setClearButtonEnabled(True)
-        browse = QPushButton("…")
-        browse.setFixedWidth(36)
+        browse = QPushButton("Browse…")
         browse.setToolTip("Choose a UTF-8 text file")
         browse.clicked.connect(self._browse_text)
         th.addWidget(self.text_edit, 1)
@@ -216,6 +235,7 @@ class ComparePage(QWidget):
         checks.addWidget(self.answers_check)
         checks.addWidget(self.speed_check)
         form.addRow(checks)
+        use_visible_checkboxes(evaluation)
         v.addWidget(evaluation)
 
         buttons = QHBoxLayout()
@@ -298,6 +318,7 @@ class ComparePage(QWidget):
         self.plot.showGrid(x=True, y=True, alpha=0.12)
         self.plot.setLabel("bottom", "file size", units="MB", color=MUTED)
         self.plot.setLabel("left", "mean KLD", color=MUTED)
+        self.plot.getAxis("left").enableAutoSIPrefix(False)
         for axis in ("left", "bottom"):
             self.plot.getAxis(axis).setTextPen(MUTED)
             self.plot.getAxis(axis).setPen(MUTED)
@@ -554,7 +575,8 @@ class ComparePage(QWidget):
         ref = data["reference"]
         rows: list[list[QTableWidgetItem]] = []
         ref_row = [
-            _cell(f"{ref['name']}  (reference)", ref.get("path", ""), align_right=False),
+            _cell(f"{ref['name']} (ref)", f"reference: {ref.get('path', '')}",
+                  align_right=False),
             _cell(human_bytes(int(ref["size_bytes"]))),
             _cell(_fmt(ref.get("bpw"), ".2f")),
             _cell(_fmt(ref.get("ppl"), ".4f"), f"± {_fmt(ref.get('ppl_unc'), '.4f')}"),
@@ -595,32 +617,33 @@ class ComparePage(QWidget):
         plot = self.plot
         plot.clear()
         ref = data["reference"]
-        xs: list[float] = []
-        ys: list[float] = []
+        names = short_names([str(ref["name"]), *[str(c["name"]) for c in data["candidates"]]])
+        points: list[tuple[float, float, str, str]] = []  # x, y, label, colour
         for i, c in enumerate(data["candidates"]):
             kld = float(c.get("kld_mean", math.nan))
-            if not math.isfinite(kld):
-                continue
-            x = int(c["size_bytes"]) / 1e6
-            colour = SERIES[i % len(SERIES)]
-            plot.plot([x], [kld], pen=None, symbol="o", symbolSize=11, symbolBrush=colour,
-                      symbolPen=None, name=c["name"])
-            label = pg.TextItem(str(c["name"]), color=TEXT, anchor=(0, 1.1))
-            label.setPos(x, kld)
-            plot.addItem(label)
-            xs.append(x)
-            ys.append(kld)
+            if math.isfinite(kld):
+                points.append((int(c["size_bytes"]) / 1e6, kld, names[i + 1],
+                               SERIES[i % len(SERIES)]))
         ref_x = int(ref["size_bytes"]) / 1e6
+        all_x = [p[0] for p in points] + [ref_x]
+        lo, hi = min(all_x), max(all_x)
+        span = hi - lo or hi * 0.2 or 1.0
+        mid = (lo + hi) / 2
+        for x, y, label, colour in points:
+            plot.plot([x], [y], pen=None, symbol="o", symbolSize=11, symbolBrush=colour,
+                      symbolPen=None, name=label)
+            text = pg.TextItem(label, color=TEXT, anchor=(0, 1.1) if x <= mid else (1, 1.1))
+            text.setPos(x, y)
+            plot.addItem(text)
         plot.plot([ref_x], [0.0], pen=None, symbol="d", symbolSize=12, symbolBrush=MUTED,
-                  symbolPen=None, name=f"{ref['name']} (reference)")
-        ref_label = pg.TextItem(f"{ref['name']} (reference)", color=MUTED, anchor=(1, 1.1))
+                  symbolPen=None, name=f"{names[0]} (reference)")
+        ref_label = pg.TextItem(f"{names[0]} (reference)", color=MUTED,
+                                anchor=(0, 1.1) if ref_x <= mid else (1, 1.1))
         ref_label.setPos(ref_x, 0.0)
         plot.addItem(ref_label)
-        all_x = [*xs, ref_x]
-        span = max(all_x) - min(all_x) or max(all_x) * 0.2 or 1.0
-        plot.setXRange(min(all_x) - 0.35 * span, max(all_x) + 0.25 * span, padding=0)
-        top = max(ys) if ys else 0.01
-        plot.setYRange(0, top * 1.35 or 0.01, padding=0)
+        plot.setXRange(lo - 0.15 * span, hi + 0.15 * span, padding=0)
+        top = max((p[1] for p in points), default=0.01)
+        plot.setYRange(0, top * 1.3 or 0.01, padding=0)
 
     def plotted_points(self) -> int:
         """How many candidates the plot shows (for tests and the screenshot)."""
@@ -645,7 +668,7 @@ class ComparePage(QWidget):
         for name in names if answers else []:
             column = QFrame()
             column.setObjectName("Card")
-            column.setMinimumWidth(260)
+            column.setMinimumWidth(170)
             cv = QVBoxLayout(column)
             cv.setContentsMargins(10, 8, 10, 10)
             title = QLabel(name)
@@ -668,11 +691,12 @@ class ComparePage(QWidget):
         a = answers[index]
         texts = [str(a["reference"]), *[str(t) for t in a["candidates"]]]
         for view, text in zip(self.answer_views, texts, strict=False):
-            view.setPlainText(text)
+            view.setHtml(markdown_to_html(text))
+            view.setProperty("answer_text", text)
         self.prompt_combo.setToolTip(str(a["prompt"]))
 
     def answer_texts(self) -> list[str]:
-        return [view.toPlainText() for view in self.answer_views]
+        return [str(view.property("answer_text") or "") for view in self.answer_views]
 
     def export_report(self) -> str | None:
         if self.run_dir is None or not (self.run_dir / REPORT_FILE).is_file():

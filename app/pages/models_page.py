@@ -525,6 +525,7 @@ class ModelsPage(QWidget):
             if f.kind == "gguf":
                 badge = FitBadge()
                 holder = QWidget()
+                holder.setStyleSheet("background: transparent;")
                 h = QHBoxLayout(holder)
                 h.setContentsMargins(4, 4, 4, 4)
                 h.addWidget(badge)

@@ -33,6 +33,7 @@ from PySide6.QtWidgets import (
 
 from app.app_settings import AppSettings
 from app.theme import BAD, GOOD, human_bytes
+from app.widgets.checkbox_style import use_visible_checkboxes
 from app.widgets.common import ElidedLabel, EmptyState, page_header, set_button_role
 from app.workers.cli_job import CliJob
 from app.workers.hub_call import run_call, wait_for_calls
@@ -228,6 +229,7 @@ class QuantizePage(QWidget):
             check.toggled.connect(lambda _c: self._update_controls())
             self.type_checks[qt.name] = check
             grid.addWidget(check, i // 2, i % 2)
+        use_visible_checkboxes(types)
         v.addWidget(types)
 
         calib = QGroupBox("Calibration (optional)")
@@ -258,6 +260,7 @@ class QuantizePage(QWidget):
         self.threads_spin.setValue(int(self.state.get("threads", min(8, os.cpu_count() or 1))))
         form.addRow(self.requant_check)
         form.addRow("Threads", self.threads_spin)
+        use_visible_checkboxes(opts)
         v.addWidget(opts)
 
         self.start_button = set_button_role(QPushButton("Start quantising"), "primary")

@@ -47,10 +47,15 @@ def run_call(owner: QObject, func: Callable[[], Any], on_ok: Callable[[Any], Non
     call = HubCall(func, tag, owner)
     call.succeeded.connect(on_ok)
     call.failed.connect(on_error)
-    call.finished.connect(call.deleteLater)
     calls: list[HubCall] = owner.__dict__.setdefault("_hub_calls", [])
     calls.append(call)
-    call.finished.connect(lambda: calls.remove(call) if call in calls else None)
+
+    def done() -> None:
+        if call in calls:
+            calls.remove(call)
+        call.deleteLater()
+
+    call.finished.connect(done)
     call.start()
     return call
 
@@ -58,4 +63,7 @@ def run_call(owner: QObject, func: Callable[[], Any], on_ok: Callable[[Any], Non
 def wait_for_calls(owner: QObject, msecs: int = 5000) -> None:
     """Wait for ``owner``'s running calls (at shutdown, so no thread outlives its page)."""
     for call in list(owner.__dict__.get("_hub_calls", [])):
-        call.wait(msecs)
+        try:
+            call.wait(msecs)
+        except RuntimeError:  # already deleted by Qt
+            continue

@@ -1,0 +1,167 @@
+"""Screenshots of the Models, Quantise and Compare pages with real content, at 1440x900.
+
+    QT_QPA_PLATFORM=offscreen python -m tests.app.page_screenshots [--out docs/screenshots]
+
+Everything is real and offline: the Quantise page re-quantises the embedded SmolLM2
+(Q8_0, Q6_K, Q4_K_M), the Compare page compares those on a short text, and the
+Models page's Hub tab talks to the local Hub stand-in of the hub tests. Settings and
+models go to a temporary ``QUANTDESK_HOME``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+
+def _wait(condition: Callable[[], bool], timeout_s: float) -> bool:
+    from PySide6.QtWidgets import QApplication
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        QApplication.processEvents()
+        if condition():
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def _start_hub(smollm2: Path) -> object:
+    """The hub tests' stand-in, with a few GGUF repos, and huggingface_hub pointed at it."""
+    from huggingface_hub import constants
+
+    from tests.hub.hub_stand_in import HubStandIn, StandInFile, StandInRepo
+
+    hub = HubStandIn()
+    readme = StandInFile("README.md", data=b"# model card\n", lfs=False)
+    files = [StandInFile(f"SmolLM2-135M-Instruct-{q}.gguf", source=smollm2)
+             for q in ("Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M", "Q4_1", "Q3_K_M", "Q2_K")]
+    hub.add(StandInRepo("bartowski/SmolLM2-135M-Instruct-GGUF", [readme, *files],
+                        tags=["gguf", "llama"], library_name="gguf", downloads=48_213,
+                        likes=37))
+    hub.add(StandInRepo("HuggingFaceTB/SmolLM2-135M-Instruct-GGUF", [readme, files[4]],
+                        tags=["gguf", "llama"], library_name="gguf", downloads=21_870,
+                        likes=52))
+    hub.add(StandInRepo("QuantFactory/SmolLM2-360M-Instruct-GGUF", [readme, files[3]],
+                        tags=["gguf", "llama"], library_name="gguf", downloads=3_411, likes=9))
+    hub.add(StandInRepo("unsloth/SmolLM2-1.7B-Instruct-GGUF", [readme, files[0]],
+                        tags=["gguf", "llama"], library_name="gguf", downloads=12_094, likes=18,
+                        gated="auto"))
+    hub.start()
+    os.environ["HF_ENDPOINT"] = hub.url
+    os.environ["HF_HUB_OFFLINE"] = "0"
+    constants.ENDPOINT = hub.url
+    constants.HUGGINGFACE_CO_URL_TEMPLATE = hub.url + "/{repo_id}/resolve/{revision}/{filename}"
+    constants.HF_HUB_OFFLINE = False
+    hub.throttle_s_per_chunk = 0.15
+    return hub
+
+
+def take(out: Path) -> list[Path]:
+    os.environ.setdefault("QUANTDESK_HOME", tempfile.mkdtemp(prefix="quantdesk-shots-"))
+    from app.app_settings import AppSettings
+    from app.main import create_app
+    from app.main_window import MainWindow
+    from app.pages.compare_page import ComparePage
+    from app.pages.models_page import ModelsPage
+    from app.pages.quantize_page import QuantizePage
+    from backend.default_model import default_model_path
+    from backend.hub.library import ModelLibrary
+
+    smollm2 = default_model_path()
+    hub = _start_hub(smollm2)
+    create_app([sys.argv[0]])
+    settings = AppSettings(autostart_server=False)
+    window = MainWindow(settings)
+    window.confirm_close = False
+    window.resize(1440, 900)
+    window.show()
+    out.mkdir(parents=True, exist_ok=True)
+    shots: list[Path] = []
+
+    def grab(key: str, name: str) -> None:
+        window.show_page(key)
+        _wait(lambda: False, 0.5)
+        path = out / f"{name}.png"
+        window.grab().save(str(path))
+        shots.append(path)
+        log.info("saved %s", path)
+
+    threads = str(min(4, os.cpu_count() or 1))
+    quant = window.page("quantize")
+    assert isinstance(quant, QuantizePage)
+    window.show_page("quantize")
+    _wait(lambda: bool(quant.entries), 30)
+    quant.select_library_path(str(smollm2))
+    for name, check in quant.type_checks.items():
+        check.setChecked(name in ("Q8_0", "Q6_K", "Q4_K_M"))
+    quant.threads_spin.setValue(int(threads))
+    card = quant.start()
+    assert card is not None
+    _wait(lambda: card.state not in ("queued", "running"), 300)
+    card.toggle_log()
+    grab("quantize", "quantize")
+
+    compare = window.page("compare")
+    assert isinstance(compare, ComparePage)
+    window.show_page("compare")
+    root = ModelLibrary().root
+    _wait(lambda: len(compare.entries) >= 4, 30)
+    compare.set_reference(str(root / "SmolLM2-135M-Instruct-Q8_0.gguf"))
+    compare.set_candidates([str(root / "SmolLM2-135M-Instruct-Q6_K.gguf"),
+                            str(root / "SmolLM2-135M-Instruct-Q4_K_M.gguf"), str(smollm2)])
+    compare.prompts_edit.setPlainText(
+        "What is the capital of France?\nGive me three tips for writing clean Python code.\n"
+        "Explain what a GGUF file is in one sentence.")
+    compare.ctx_spin.setValue(128)
+    compare.chunks_spin.setValue(8)
+    compare.threads_spin.setValue(int(threads))
+    compare.start()
+    _wait(lambda: compare.job is None, 900)
+    grab("compare", "compare")
+    compare.tabs.setCurrentIndex(1)
+    compare.prompt_combo.setCurrentIndex(1)
+    grab("compare", "compare-answers")
+    compare.tabs.setCurrentIndex(0)
+
+    models = window.page("models")
+    assert isinstance(models, ModelsPage)
+    window.show_page("models")
+    _wait(lambda: len(models.entries) >= 4, 30)
+    models.select_library_path(str(root / "SmolLM2-135M-Instruct-Q4_K_M.gguf"))
+    grab("models", "models")
+    models.tabs.setCurrentIndex(1)
+    models.search_edit.setText("SmolLM2")
+    models.search()
+    _wait(lambda: models.results_list.count() > 0, 30)
+    models.results_list.setCurrentRow(0)
+    _wait(lambda: "Fit:" in models.fit_note.text(), 60)
+    models.files_table.selectRow(3)
+    models.download_selected()
+    row = models.downloads[0]
+    _wait(lambda: row.bar.value() > 350, 120)
+    grab("models", "models-hub")
+    window.close()
+    hub.stop()  # type: ignore[attr-defined]
+    return shots
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--out", type=Path, default=Path("docs/screenshots"))
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    take(args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
