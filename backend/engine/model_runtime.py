@@ -210,6 +210,19 @@ class ModelRuntime:
     def detokenize(self, tokens: list[int]) -> str:
         return b"".join(self.token_piece(t) for t in tokens).decode(errors="replace")
 
+    def fim_tokens(self) -> dict[str, int] | None:
+        """The model's fill-in-the-middle tokens (pre, suf, mid, and rep/sep if any)."""
+        ids = {
+            "pre": llama_cpp.llama_vocab_fim_pre(self.vocab),
+            "suf": llama_cpp.llama_vocab_fim_suf(self.vocab),
+            "mid": llama_cpp.llama_vocab_fim_mid(self.vocab),
+            "rep": llama_cpp.llama_vocab_fim_rep(self.vocab),
+            "sep": llama_cpp.llama_vocab_fim_sep(self.vocab),
+        }
+        if min(ids["pre"], ids["suf"], ids["mid"]) < 0:
+            return None
+        return {k: int(v) for k, v in ids.items() if v >= 0}
+
     @property
     def add_bos(self) -> bool:
         return bool(llama_cpp.llama_vocab_get_add_bos(self.vocab))

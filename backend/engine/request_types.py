@@ -26,10 +26,21 @@ class SamplingParams:
     logit_bias: dict[int, float] = field(default_factory=dict)
     grammar: str | None = None
     ignore_eos: bool = False
+    logprobs: int | None = None  # None: off; k >= 0: chosen token plus the top k
 
     @property
     def greedy(self) -> bool:
         return self.temperature <= 0.0
+
+
+@dataclass
+class TokenLogprob:
+    """A generated token, its log-probability and the top alternatives (model distribution)."""
+
+    token_id: int
+    token: str
+    logprob: float
+    top: list[tuple[int, str, float]] = field(default_factory=list)
 
 
 @dataclass
@@ -38,6 +49,7 @@ class TokenEvent:
 
     text: str
     token_ids: list[int]
+    logprobs: list[TokenLogprob] = field(default_factory=list)
 
 
 @dataclass
@@ -50,6 +62,7 @@ class FinishEvent:
     cached_tokens: int
     ttft_ms: float | None
     gen_tokens_per_s: float | None
+    cum_logprob: float = 0.0
 
 
 @dataclass

@@ -34,7 +34,7 @@ class SamplerChain:
                     )
             arr = (llama_cpp.llama_logit_bias * len(bias))()
             for i, (token, value) in enumerate(bias.items()):
-                arr[i].token = token
+                arr[i].token = token  # type: ignore[assignment]
                 arr[i].bias = value
             self._keep = arr
             add(llama_cpp.llama_sampler_init_logit_bias(n_vocab, len(bias), arr))

@@ -28,7 +28,7 @@ from backend.engine.engine_stats import EngineStats
 from backend.engine.errors import EngineStoppedError, QueueFullError
 from backend.engine.kv_accounting import KvAccounting
 from backend.engine.model_runtime import ModelRuntime
-from backend.engine.request_types import ErrorEvent, FinishEvent, TokenEvent
+from backend.engine.request_types import ErrorEvent, FinishEvent, TokenEvent, TokenLogprob
 from backend.engine.sequence import CacheEntry, Sequence, common_prefix
 
 log = logging.getLogger(__name__)
@@ -198,8 +198,13 @@ class Scheduler:
         for run in self._running:
             if run.n_past >= run.n_prompt:
                 continue
-            future = min(common_prefix(target, run.prompt_array), len(seq.tokens) - 1)
-            if future - available >= MIN_SHARED_PREFIX and future > run.n_past:
+            limit = len(seq.tokens) - 1
+            future = min(common_prefix(target, run.prompt_array), limit)
+            gain = future - available
+            # wait for a long shared prefix, or for an identical prompt (n > 1, retries)
+            if future > run.n_past and (
+                gain >= MIN_SHARED_PREFIX or (future == limit and gain > 0)
+            ):
                 return True
         return False
 
@@ -336,12 +341,39 @@ class Scheduler:
         gen_tokens = 0
         t_samp = time.perf_counter()
         for seq, index in logits_at:
+            want = seq.request.sampling.logprobs
+            logits = self._logits(index) if want is not None else None
             token = seq.sampler.sample(self.rt.ctx, index)
             gen_tokens += 1
+            if logits is not None and want is not None:
+                self._record_logprob(seq, logits, token, want)
             self._on_token(seq, token)
         sample_s = time.perf_counter() - t_samp
         step_s = time.perf_counter() - t0
         self.stats.record_step(step_s, step_s - decode_s - sample_s, prompt_tokens, gen_tokens, i)
+
+    def _logits(self, index: int) -> np.ndarray:
+        ptr = llama_cpp.llama_get_logits_ith(self.rt.ctx, index)
+        return np.ctypeslib.as_array(ptr, shape=(self.rt.n_vocab,)).astype(np.float64)
+
+    def _record_logprob(self, seq: Sequence, logits: np.ndarray, token: int, top_k: int) -> None:
+        shifted = logits - logits.max()
+        logprobs = shifted - np.log(np.exp(shifted).sum())
+        chosen = float(logprobs[token])
+        seq.cum_logprob += chosen
+        top: list[tuple[int, str, float]] = []
+        if top_k > 0:
+            idx = np.argpartition(-logprobs, top_k)[:top_k]
+            idx = idx[np.argsort(-logprobs[idx])]
+            top = [(int(i), self._piece_text(int(i)), float(logprobs[i])) for i in idx]
+        seq.pending_logprobs.append(TokenLogprob(token, self._piece_text(token), chosen, top))
+
+    def _piece_text(self, token: int) -> str:
+        return self.rt.token_piece(token).decode(errors="replace")
+
+    def _take_logprobs(self, seq: Sequence) -> list[TokenLogprob]:
+        taken, seq.pending_logprobs = seq.pending_logprobs, []
+        return taken
 
     def _decode_failed(self, rc: int, plan: list[tuple[Sequence, int]]) -> None:
         for seq, _ in plan:  # drop anything half-written by the failed call
@@ -368,13 +400,14 @@ class Scheduler:
         seq.t_last = now
         req = seq.request
         if token in self.rt.eog_tokens and not req.sampling.ignore_eos:
+            seq.pending_logprobs = seq.pending_logprobs[:-1]  # the end token is not output
             self._finish(seq, "stop")
             return
         seq.tokens.append(token)
         seq.completion_tokens += 1
         text = seq.detector.feed(self.rt.token_piece(token))
         if text:
-            req.sink(TokenEvent(text, [token]))
+            req.sink(TokenEvent(text, [token], self._take_logprobs(seq)))
         if seq.detector.stopped:
             self._finish(seq, "stop")
         elif seq.completion_tokens >= req.max_tokens or len(seq.tokens) >= self.rt.n_ctx:
@@ -384,8 +417,8 @@ class Scheduler:
         req = seq.request
         if reason != "cancelled":
             tail = seq.detector.flush()
-            if tail:
-                req.sink(TokenEvent(tail, []))
+            if tail or seq.pending_logprobs:
+                req.sink(TokenEvent(tail, [], self._take_logprobs(seq)))
         ttft = 1000.0 * (seq.t_first - req.arrival) if seq.t_first else None
         gen_rate = None
         if seq.t_first and seq.t_last and seq.completion_tokens > 1 and seq.t_last > seq.t_first:

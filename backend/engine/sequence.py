@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from backend.engine.request_types import GenerationRequest
+from backend.engine.request_types import GenerationRequest, TokenLogprob
 from backend.engine.sampler_chain import SamplerChain
 from backend.engine.stop_detector import StopDetector
 
@@ -33,6 +33,8 @@ class Sequence:
     t_last: float | None = None
     cancelled: bool = False
     preempted: int = 0
+    cum_logprob: float = 0.0
+    pending_logprobs: list[TokenLogprob] = field(default_factory=list)
     admitted_at: float = field(default_factory=time.perf_counter)
 
     @property

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import json
 import time
 import uuid
@@ -11,9 +13,15 @@ from typing import Any
 from fastapi import Request
 
 from backend.engine.engine import Engine
-from backend.engine.request_types import ErrorEvent, FinishEvent, SamplingParams, TokenEvent
-from backend.server.errors import ApiError, error_body, to_api_error
-from backend.server.event_stream import EventStream
+from backend.engine.request_types import (
+    EngineEvent,
+    ErrorEvent,
+    EventSink,
+    FinishEvent,
+    SamplingParams,
+    TokenEvent,
+)
+from backend.server.errors import ApiError, error_body
 from backend.server.schemas import SamplingFields
 
 # llama-server's defaults for fields a client leaves out
@@ -73,12 +81,7 @@ def sampling_params(body: SamplingFields, engine: Engine) -> SamplingParams:
 
 
 def usage_dict(finish: FinishEvent) -> dict[str, Any]:
-    return {
-        "prompt_tokens": finish.prompt_tokens,
-        "completion_tokens": finish.completion_tokens,
-        "total_tokens": finish.prompt_tokens + finish.completion_tokens,
-        "prompt_tokens_details": {"cached_tokens": finish.cached_tokens},
-    }
+    return combined_usage([finish])
 
 
 def timings_dict(finish: FinishEvent) -> dict[str, Any]:
@@ -93,29 +96,112 @@ def finish_reason(finish: FinishEvent) -> str:
     return "length" if finish.finish_reason == "length" else "stop"
 
 
+class ChoiceStreams:
+    """Run ``n`` sequences on the same prompt and receive their events tagged by index.
+
+    Identical prompts share their KV: the scheduler prefills the prompt once and the
+    other sequences copy it. Sequences still running when iteration stops are
+    cancelled (a client that goes away frees its sequences within one step).
+    """
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+        self._loop = asyncio.get_running_loop()
+        self._queue: asyncio.Queue[tuple[int, EngineEvent]] = asyncio.Queue()
+        self._requests: list[int] = []
+        self._open: set[int] = set()
+
+    def submit(
+        self, tokens: list[int], max_tokens: int, samplings: list[SamplingParams], stop: list[str]
+    ) -> None:
+        try:
+            for index, sampling in enumerate(samplings):
+                req = self._engine.submit(
+                    tokens,
+                    max_tokens=max_tokens,
+                    sampling=sampling,
+                    sink=self._sink(index),
+                    stop=stop,
+                )
+                self._requests.append(req.request_id)
+                self._open.add(index)
+        except Exception:
+            self.cancel()
+            raise
+
+    def _sink(self, index: int) -> EventSink:
+        def sink(event: EngineEvent) -> None:
+            self._loop.call_soon_threadsafe(self._queue.put_nowait, (index, event))
+
+        return sink
+
+    async def __aiter__(self) -> AsyncIterator[tuple[int, EngineEvent]]:
+        try:
+            while self._open:
+                index, event = await self._queue.get()
+                if isinstance(event, FinishEvent | ErrorEvent):
+                    self._open.discard(index)
+                yield index, event
+        finally:
+            if self._open:
+                self.cancel()
+
+    def cancel(self) -> None:
+        for request_id in self._requests:
+            self._engine.cancel(request_id)
+        self._open.clear()
+
+
+def seeded_samplings(base: SamplingParams, n: int) -> list[SamplingParams]:
+    """n copies of the sampling settings; distinct seeds so that choices differ."""
+    out = []
+    for i in range(n):
+        seed = None if base.seed is None else base.seed + i
+        out.append(dataclasses.replace(base, seed=seed))
+    return out
+
+
+def engine_error(event: ErrorEvent) -> ApiError:
+    return ApiError(500, event.message, type_="server_error", code="engine_error")
+
+
+def sse(data: dict[str, Any] | str) -> dict[str, str]:
+    return {"data": data if isinstance(data, str) else json.dumps(data)}
+
+
+def sse_error(event: ErrorEvent) -> dict[str, str]:
+    return sse(error_body(event.message, "server_error", None, "engine_error"))
+
+
+def combined_usage(finishes: list[FinishEvent]) -> dict[str, Any]:
+    first = finishes[0]
+    completion = sum(f.completion_tokens for f in finishes)
+    return {
+        "prompt_tokens": first.prompt_tokens,
+        "completion_tokens": completion,
+        "total_tokens": first.prompt_tokens + completion,
+        "prompt_tokens_details": {"cached_tokens": first.cached_tokens},
+    }
+
+
+def now() -> int:
+    return int(time.time())
+
+
 async def collect(
     engine: Engine, tokens: list[int], max_tokens: int, sampling: SamplingParams, stop: list[str]
 ) -> tuple[str, FinishEvent]:
     """Run one sequence to the end and return its text and finish event."""
-    stream = EventStream()
-    req = engine.submit(
-        tokens, max_tokens=max_tokens, sampling=sampling, sink=stream.sink, stop=stop
-    )
+    streams = ChoiceStreams(engine)
+    streams.submit(tokens, max_tokens, [sampling], stop)
     parts: list[str] = []
-    finished = False
-    try:
-        async for event in stream:
-            if isinstance(event, TokenEvent):
-                parts.append(event.text)
-            elif isinstance(event, ErrorEvent):
-                finished = True
-                raise ApiError(500, event.message, type_="server_error", code="engine_error")
-            elif isinstance(event, FinishEvent):
-                finished = True
-                return "".join(parts), event
-    finally:
-        if not finished:  # the client went away: free the sequence now
-            engine.cancel(req.request_id)
+    async for _, event in streams:
+        if isinstance(event, TokenEvent):
+            parts.append(event.text)
+        elif isinstance(event, ErrorEvent):
+            raise engine_error(event)
+        elif isinstance(event, FinishEvent):
+            return "".join(parts), event
     raise ApiError(500, "the sequence ended without a result", type_="server_error")
 
 
@@ -131,38 +217,23 @@ async def stream_sse(
     final_chunk: Callable[[FinishEvent], dict[str, Any]],
     usage_chunk: Callable[[FinishEvent], dict[str, Any]] | None,
 ) -> AsyncIterator[dict[str, str]]:
-    """Submit (errors raise before the response starts), then yield SSE events."""
-    stream = EventStream()
-    req = engine.submit(
-        tokens, max_tokens=max_tokens, sampling=sampling, sink=stream.sink, stop=stop
-    )
+    """One sequence as SSE events; submission errors raise before the response starts."""
+    streams = ChoiceStreams(engine)
+    streams.submit(tokens, max_tokens, [sampling], stop)
 
     async def events() -> AsyncIterator[dict[str, str]]:
-        finished = False
-        try:
-            for chunk in first_chunks:
-                yield {"data": json.dumps(chunk)}
-            async for event in stream:
-                if isinstance(event, TokenEvent):
-                    yield {"data": json.dumps(delta_chunk(event.text))}
-                elif isinstance(event, FinishEvent):
-                    finished = True
-                    yield {"data": json.dumps(final_chunk(event))}
-                    if usage_chunk is not None:
-                        yield {"data": json.dumps(usage_chunk(event))}
-                elif isinstance(event, ErrorEvent):
-                    finished = True
-                    err = to_api_error(ApiError(500, event.message, type_="server_error"))
-                    yield {
-                        "data": json.dumps(error_body(err.message, err.type, None, "engine_error"))
-                    }
-            yield {"data": "[DONE]"}
-        finally:
-            if not finished:  # disconnect: the sequence leaves the batch next step
-                engine.cancel(req.request_id)
+        for chunk in first_chunks:
+            yield sse(chunk)
+        async for _, event in streams:
+            if isinstance(event, TokenEvent):
+                if event.text:
+                    yield sse(delta_chunk(event.text))
+            elif isinstance(event, FinishEvent):
+                yield sse(final_chunk(event))
+                if usage_chunk is not None:
+                    yield sse(usage_chunk(event))
+            elif isinstance(event, ErrorEvent):
+                yield sse_error(event)
+        yield sse("[DONE]")
 
     return events()
-
-
-def now() -> int:
-    return int(time.time())

@@ -1,102 +1,245 @@
-"""POST /v1/chat/completions."""
+"""POST /v1/chat/completions: streaming, n > 1, logprobs, tools and structured output."""
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import AsyncIterator
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request
 from sse_starlette.sse import EventSourceResponse
 
-from backend.engine.request_types import FinishEvent
+from backend.engine.engine import Engine
+from backend.engine.request_types import ErrorEvent, FinishEvent, TokenEvent, TokenLogprob
 from backend.server.auth import require_api_key
 from backend.server.errors import ApiError
 from backend.server.generation import (
+    ChoiceStreams,
     check_model,
-    collect,
+    combined_usage,
+    engine_error,
     finish_reason,
     new_id,
     now,
     ready_engine,
     sampling_params,
-    stream_sse,
-    timings_dict,
-    usage_dict,
+    seeded_samplings,
+    sse,
+    sse_error,
 )
 from backend.server.schemas import ChatCompletionRequest
+from backend.server.structured_output import response_format_grammar
+from backend.server.tool_calls import (
+    ToolCallStream,
+    forced_function,
+    render_messages_for_tools,
+    tool_call_grammar,
+)
 
 router = APIRouter(dependencies=[Depends(require_api_key)])
+
+
+def logprob_entry(lp: TokenLogprob) -> dict[str, Any]:
+    return {
+        "token": lp.token,
+        "logprob": lp.logprob,
+        "bytes": list(lp.token.encode()),
+        "top_logprobs": [
+            {"token": tok, "logprob": val, "bytes": list(tok.encode())} for _, tok, val in lp.top
+        ],
+    }
+
+
+@dataclasses.dataclass
+class _Prepared:
+    tokens: list[int]
+    max_tokens: int
+    samplings: list
+    stop: list[str]
+    with_tools: bool
+    with_logprobs: bool
+
+
+def _prepare(body: ChatCompletionRequest, engine: Engine, limit: int) -> _Prepared:
+    tools = body.tools if body.tools and body.tool_choice != "none" else None
+    forced = forced_function(body.tool_choice, tools) if tools else None
+    if body.tool_choice not in (None, "none", "auto") and not tools:
+        raise ApiError(400, "tool_choice needs tools", param="tool_choice")
+    messages: list[dict[str, Any]] = []
+    for m in body.messages:
+        msg = m.model_dump(exclude_none=True)
+        msg["content"] = m.text()
+        messages.append(msg)
+    knows_tools = "tools" in engine.chat_template.source
+    messages = render_messages_for_tools(messages, tools, knows_tools)
+    tokens = engine.render_chat(messages, tools=tools if knows_tools else None)
+    asked = body.max_completion_tokens or body.max_tokens
+    max_tokens = engine.resolve_max_tokens(len(tokens), min(asked, limit) if asked else None, limit)
+    sampling = sampling_params(body, engine)
+    if forced:
+        sampling.grammar = tool_call_grammar(forced)
+    else:
+        sampling.grammar = response_format_grammar(body.response_format) or sampling.grammar
+    if body.logprobs:
+        sampling.logprobs = body.top_logprobs or 0
+    return _Prepared(
+        tokens,
+        max_tokens,
+        seeded_samplings(sampling, body.n),
+        body.stop_list(),
+        tools is not None,
+        body.logprobs,
+    )
 
 
 @router.post("/v1/chat/completions", response_model=None)
 async def chat_completions(body: ChatCompletionRequest, request: Request) -> Any:
     engine = ready_engine(request)
     check_model(engine, body.model)
-    if body.n != 1:
-        raise ApiError(400, "n > 1 is not supported yet", param="n")
-    messages: list[dict[str, Any]] = []
-    for m in body.messages:
-        msg = m.model_dump(exclude_none=True)
-        msg["content"] = m.text()
-        messages.append(msg)
-    tokens = engine.render_chat(messages, tools=body.tools)
-    limit = request.app.state.server_settings.max_tokens_limit
-    asked = body.max_completion_tokens or body.max_tokens
-    max_tokens = engine.resolve_max_tokens(len(tokens), min(asked, limit) if asked else None, limit)
-    sampling = sampling_params(body, engine)
-    stop = body.stop_list()
+    prep = _prepare(body, engine, request.app.state.server_settings.max_tokens_limit)
+    streams = ChoiceStreams(engine)
+    streams.submit(prep.tokens, prep.max_tokens, prep.samplings, prep.stop)
     cid = new_id("chatcmpl")
     created = now()
-    model = engine.model_id
-
-    def chunk(delta: dict[str, Any], reason: str | None) -> dict[str, Any]:
-        return {
-            "id": cid,
-            "object": "chat.completion.chunk",
-            "created": created,
-            "model": model,
-            "choices": [{"index": 0, "delta": delta, "finish_reason": reason, "logprobs": None}],
-        }
-
     if body.stream:
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
-
-        def usage_chunk(fin: FinishEvent) -> dict[str, Any]:
-            return {
-                "id": cid,
-                "object": "chat.completion.chunk",
-                "created": created,
-                "model": model,
-                "choices": [],
-                "usage": usage_dict(fin),
-            }
-
-        events = await stream_sse(
-            engine,
-            tokens,
-            max_tokens,
-            sampling,
-            stop,
-            first_chunks=[chunk({"role": "assistant", "content": ""}, None)],
-            delta_chunk=lambda text: chunk({"content": text}, None),
-            final_chunk=lambda fin: chunk({}, finish_reason(fin)),
-            usage_chunk=usage_chunk if include_usage else None,
-        )
+        events = _stream(streams, prep, body.n, cid, created, engine.model_id, include_usage)
         return EventSourceResponse(events, ping=15)
+    return await _complete(streams, prep, body.n, cid, created, engine.model_id)
 
-    text, fin = await collect(engine, tokens, max_tokens, sampling, stop)
+
+async def _complete(
+    streams: ChoiceStreams, prep: _Prepared, n: int, cid: str, created: int, model: str
+) -> dict[str, Any]:
+    texts: list[list[str]] = [[] for _ in range(n)]
+    logprobs: list[list[dict[str, Any]]] = [[] for _ in range(n)]
+    finishes: dict[int, FinishEvent] = {}
+    async for index, event in streams:
+        if isinstance(event, TokenEvent):
+            texts[index].append(event.text)
+            logprobs[index].extend(logprob_entry(lp) for lp in event.logprobs)
+        elif isinstance(event, FinishEvent):
+            finishes[index] = event
+        elif isinstance(event, ErrorEvent):
+            streams.cancel()
+            raise engine_error(event)
+    choices = []
+    for i in range(n):
+        text = "".join(texts[i])
+        message: dict[str, Any] = {"role": "assistant", "content": text}
+        reason = finish_reason(finishes[i])
+        if prep.with_tools:
+            parser = ToolCallStream()
+            content, _ = parser.feed(text)
+            rest, _ = parser.finish()
+            if parser.calls:
+                message["content"] = (content + rest).strip() or None
+                message["tool_calls"] = [c.to_openai() for c in parser.calls]
+                reason = "tool_calls"
+        choices.append(
+            {
+                "index": i,
+                "message": message,
+                "finish_reason": reason,
+                "logprobs": {"content": logprobs[i]} if prep.with_logprobs else None,
+            }
+        )
+    ordered = [finishes[i] for i in range(n)]
     return {
         "id": cid,
         "object": "chat.completion",
         "created": created,
         "model": model,
-        "choices": [
-            {
-                "index": 0,
-                "message": {"role": "assistant", "content": text},
-                "finish_reason": finish_reason(fin),
-                "logprobs": None,
-            }
-        ],
-        "usage": usage_dict(fin),
-        "timings": timings_dict(fin),
+        "choices": choices,
+        "usage": combined_usage(ordered),
+        "timings": {
+            "ttft_ms": ordered[0].ttft_ms,
+            "predicted_per_second": ordered[0].gen_tokens_per_s,
+        },
     }
+
+
+async def _stream(
+    streams: ChoiceStreams,
+    prep: _Prepared,
+    n: int,
+    cid: str,
+    created: int,
+    model: str,
+    include_usage: bool,
+) -> AsyncIterator[dict[str, str]]:
+    def chunk(
+        index: int,
+        delta: dict[str, Any],
+        reason: str | None = None,
+        logprobs: list[dict[str, Any]] | None = None,
+    ) -> dict[str, Any]:
+        return {
+            "id": cid,
+            "object": "chat.completion.chunk",
+            "created": created,
+            "model": model,
+            "choices": [
+                {
+                    "index": index,
+                    "delta": delta,
+                    "finish_reason": reason,
+                    "logprobs": {"content": logprobs} if logprobs is not None else None,
+                }
+            ],
+        }
+
+    parsers = [ToolCallStream() if prep.with_tools else None for _ in range(n)]
+    n_calls = [0] * n
+    finishes: dict[int, FinishEvent] = {}
+
+    def tool_delta(index: int, calls: list) -> dict[str, Any]:
+        deltas = []
+        for call in calls:
+            deltas.append(call.to_openai(index=n_calls[index]))
+            n_calls[index] += 1
+        return chunk(index, {"tool_calls": deltas})
+
+    for i in range(n):
+        yield sse(chunk(i, {"role": "assistant", "content": ""}))
+    async for index, event in streams:
+        if isinstance(event, TokenEvent):
+            lps = [logprob_entry(lp) for lp in event.logprobs] if prep.with_logprobs else None
+            parser = parsers[index]
+            if parser is None:
+                if event.text or lps:
+                    yield sse(chunk(index, {"content": event.text}, logprobs=lps))
+                continue
+            content, calls = parser.feed(event.text)
+            if content or lps:
+                yield sse(chunk(index, {"content": content}, logprobs=lps))
+            if calls:
+                yield sse(tool_delta(index, calls))
+        elif isinstance(event, FinishEvent):
+            finishes[index] = event
+            reason = finish_reason(event)
+            parser = parsers[index]
+            if parser is not None:
+                rest, calls = parser.finish()
+                if rest:
+                    yield sse(chunk(index, {"content": rest}))
+                if calls:
+                    yield sse(tool_delta(index, calls))
+                if parser.calls:
+                    reason = "tool_calls"
+            yield sse(chunk(index, {}, reason))
+        elif isinstance(event, ErrorEvent):
+            yield sse_error(event)
+    if include_usage and len(finishes) == n:
+        usage = combined_usage([finishes[i] for i in range(n)])
+        yield sse(
+            {
+                "id": cid,
+                "object": "chat.completion.chunk",
+                "created": created,
+                "model": model,
+                "choices": [],
+                "usage": usage,
+            }
+        )
+    yield sse("[DONE]")

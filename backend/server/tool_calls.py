@@ -1,0 +1,239 @@
+"""Tools for chat: render them for the model, force calls by grammar, parse calls back.
+
+Calls are read in the common JSON-in-tags form ``<tool_call>{"name", "arguments"}</tool_call>``
+(Hermes, Qwen, SmolLM3, ...) or as a bare JSON object/array of such objects.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from backend.server.errors import ApiError
+from backend.server.structured_output import rename_root, schema_grammar
+
+OPEN, CLOSE = "<tool_call>", "</tool_call>"
+
+
+@dataclass
+class ToolCall:
+    name: str
+    arguments: str  # JSON text, as OpenAI sends it
+    id: str
+
+    def to_openai(self, index: int | None = None) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "id": self.id,
+            "type": "function",
+            "function": {"name": self.name, "arguments": self.arguments},
+        }
+        if index is not None:
+            out["index"] = index
+        return out
+
+
+def _functions(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    funcs = []
+    for i, tool in enumerate(tools):
+        fn = tool.get("function") if tool.get("type", "function") == "function" else None
+        if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
+            raise ApiError(
+                400,
+                f"tools[{i}] must be {{'type': 'function', 'function': {{'name', 'parameters'}}}}",
+                param=f"tools[{i}]",
+            )
+        funcs.append(fn)
+    return funcs
+
+
+def forced_function(
+    tool_choice: str | dict[str, Any] | None, tools: list[dict[str, Any]]
+) -> list[dict[str, Any]] | None:
+    """The functions one of which must be called, or None when calling is optional."""
+    funcs = _functions(tools)
+    if tool_choice == "required":
+        return funcs
+    if isinstance(tool_choice, dict):
+        name = (tool_choice.get("function") or {}).get("name")
+        chosen = [f for f in funcs if f["name"] == name]
+        if not chosen:
+            raise ApiError(
+                400, f"tool_choice names '{name}', which is not in tools", param="tool_choice"
+            )
+        return chosen
+    return None
+
+
+def tool_call_grammar(funcs: list[dict[str, Any]]) -> str:
+    """``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` for one of ``funcs``."""
+    variants = []
+    for fn in funcs:
+        params = fn.get("parameters") or {"type": "object"}
+        variants.append(
+            {
+                "type": "object",
+                "properties": {"name": {"const": fn["name"]}, "arguments": params},
+                "required": ["name", "arguments"],
+                "additionalProperties": False,
+            }
+        )
+    schema = variants[0] if len(variants) == 1 else {"oneOf": variants}
+    body = rename_root(schema_grammar(schema, param="tools"), "tool-call-body")
+    return f'root ::= "{OPEN}\\n" tool-call-body "\\n{CLOSE}"\n{body}'
+
+
+def tools_system_text(tools: list[dict[str, Any]]) -> str:
+    lines = "\n".join(json.dumps(t, ensure_ascii=False) for t in tools)
+    return (
+        "You can call functions. Their signatures are inside <tools></tools>:\n"
+        f"<tools>\n{lines}\n</tools>\n"
+        "To call one, answer with a JSON object inside tags, exactly like:\n"
+        f'{OPEN}\n{{"name": "<function-name>", "arguments": {{...}}}}\n{CLOSE}'
+    )
+
+
+def render_messages_for_tools(
+    messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, template_knows_tools: bool
+) -> list[dict[str, Any]]:
+    """Fold tools, assistant tool_calls and tool results into plain messages when the
+    chat template has no tool support of its own."""
+    if template_knows_tools:
+        return messages
+    out: list[dict[str, Any]] = []
+    for m in messages:
+        m = dict(m)
+        if m.get("role") == "assistant" and m.get("tool_calls"):
+            calls = [
+                f"{OPEN}\n{json.dumps({'name': c['function']['name'], 'arguments': _loads(c['function'].get('arguments'))})}\n{CLOSE}"  # noqa: E501
+                for c in m.pop("tool_calls")
+            ]
+            m["content"] = ((m.get("content") or "") + "\n".join(calls)).strip()
+        elif m.get("role") == "tool":
+            m = {
+                "role": "user",
+                "content": f"<tool_response>\n{m.get('content', '')}\n</tool_response>",
+            }
+        out.append(m)
+    if tools:
+        text = tools_system_text(tools)
+        if out and out[0].get("role") == "system":
+            out[0] = {**out[0], "content": f"{out[0].get('content', '')}\n\n{text}"}
+        else:
+            out.insert(0, {"role": "system", "content": text})
+    return out
+
+
+def _loads(arguments: Any) -> Any:
+    if isinstance(arguments, str):
+        try:
+            return json.loads(arguments)
+        except json.JSONDecodeError:
+            return arguments
+    return arguments
+
+
+def _to_call(obj: Any) -> ToolCall | None:
+    if not isinstance(obj, dict) or not isinstance(obj.get("name"), str):
+        return None
+    args = obj.get("arguments", obj.get("parameters", {}))
+    text = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
+    return ToolCall(obj["name"], text, f"call_{uuid.uuid4().hex[:24]}")
+
+
+def parse_calls(text: str) -> list[ToolCall]:
+    """Tool calls in a whole block of text (tagged calls, or one bare JSON value)."""
+    calls: list[ToolCall] = []
+    rest = text
+    while OPEN in rest:
+        start = rest.index(OPEN) + len(OPEN)
+        end = rest.find(CLOSE, start)
+        chunk = rest[start:] if end == -1 else rest[start:end]
+        try:
+            call = _to_call(json.loads(chunk.strip()))
+        except json.JSONDecodeError:
+            call = None
+        if call:
+            calls.append(call)
+        rest = "" if end == -1 else rest[end + len(CLOSE) :]
+    if calls:
+        return calls
+    stripped = text.strip()
+    if stripped.startswith(("{", "[")):
+        try:
+            value = json.loads(stripped)
+        except json.JSONDecodeError:
+            return []
+        items = value if isinstance(value, list) else [value]
+        found = [c for c in (_to_call(v) for v in items) if c]
+        return found if len(found) == len(items) else []
+    return []
+
+
+class ToolCallStream:
+    """Split streamed text into content and tool calls as it arrives.
+
+    Text before ``<tool_call>`` streams as content; a tagged call is emitted whole
+    once its closing tag arrives. Output that starts like bare JSON is held until the
+    end, then parsed.
+    """
+
+    def __init__(self) -> None:
+        self._buf = ""
+        self._in_call = False
+        self._bare = False
+        self._started = False
+        self.calls: list[ToolCall] = []
+
+    def feed(self, text: str) -> tuple[str, list[ToolCall]]:
+        self._buf += text
+        if not self._started:
+            head = self._buf.lstrip()
+            if not head:
+                return "", []
+            self._started = True
+            self._bare = head[0] in "{["
+        if self._bare:
+            return "", []
+        content, new_calls = "", []
+        while True:
+            if self._in_call:
+                end = self._buf.find(CLOSE)
+                if end == -1:
+                    break
+                found = parse_calls(OPEN + self._buf[: end + len(CLOSE)])
+                new_calls += found
+                self._buf = self._buf[end + len(CLOSE) :]
+                self._in_call = False
+                continue
+            start = self._buf.find(OPEN)
+            if start == -1:
+                keep = _partial_suffix(self._buf, OPEN)
+                content += self._buf[: len(self._buf) - keep]
+                self._buf = self._buf[len(self._buf) - keep :]
+                break
+            content += self._buf[:start]
+            self._buf = self._buf[start + len(OPEN) :]
+            self._in_call = True
+        self.calls += new_calls
+        return (content if not self.calls else content.strip()), new_calls
+
+    def finish(self) -> tuple[str, list[ToolCall]]:
+        if self._bare:
+            calls = parse_calls(self._buf)
+            self.calls += calls
+            return ("" if calls else self._buf), calls
+        if self._in_call:  # unterminated call: try to parse what came
+            calls = parse_calls(OPEN + self._buf)
+            self.calls += calls
+            return ("" if calls else OPEN + self._buf), calls
+        rest, self._buf = self._buf, ""
+        return rest, []
+
+
+def _partial_suffix(text: str, tag: str) -> int:
+    for n in range(min(len(tag) - 1, len(text)), 0, -1):
+        if text.endswith(tag[:n]):
+            return n
+    return 0
