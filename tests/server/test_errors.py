@@ -47,7 +47,7 @@ def test_context_overflow_is_400_and_names_the_numbers(live_server: LiveServer) 
     assert err["code"] == "context_length_exceeded"
     assert "4096" in err["message"]
     r = HTTP.post(
-        f"{live_server.base_url}/v1/completions", json={"prompt": "word " * 3000, "max_tokens": 500}
+        f"{live_server.base_url}/v1/completions", json={"prompt": "word " * 3800, "max_tokens": 500}
     )
     err = _assert_openai_error(r, 400)
     assert "exceeds the context of 4096" in err["message"]

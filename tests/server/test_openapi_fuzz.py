@@ -1,0 +1,115 @@
+"""Schemathesis against the app's own OpenAPI schema, on the live SmolLM2 server.
+
+Every operation gets valid and invalid requests (positive and negative generation);
+the server must never answer 5xx, and every 4xx must carry OpenAI's error shape
+``{"error": {"message", "type", "param", "code"}}``. Bounded in time: few examples per
+operation, no deadline per example, and token counts capped in the fuzzed schema
+(``max_tokens`` and friends made required and at most 4), so no case generates long.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections import Counter
+from typing import Any
+
+import httpx
+import pytest
+import schemathesis
+from hypothesis import HealthCheck, Phase, settings
+from schemathesis import GenerationMode
+
+from backend.server.app_factory import create_app
+from backend.settings import EngineSettings, ServerSettings
+from tests.server.conftest import LiveServer
+
+MAX_EXAMPLES = 20
+TIMEOUT = 120
+# Token budgets the fuzzer may ask for: required and tiny, so every case is quick.
+TOKEN_FIELDS = ("max_tokens", "max_completion_tokens", "n_predict")
+ERROR_KEYS = {"message", "type", "param", "code"}
+# (operation, status class) of every fuzzed call, checked by the last test
+OUTCOMES: Counter[tuple[str, str]] = Counter()
+
+
+def app_schema() -> dict[str, Any]:
+    """The OpenAPI schema exactly as the app serves it (building the app loads no model)."""
+    app = create_app(EngineSettings(), ServerSettings(host="127.0.0.1", port=0))
+    return app.openapi()
+
+
+def bounded(schema: dict[str, Any]) -> dict[str, Any]:
+    """A copy with the token budgets required and capped, ``n`` at most 2, a text prompt."""
+    schema = copy.deepcopy(schema)
+    for component in schema["components"]["schemas"].values():
+        props = component.get("properties", {})
+        for name in TOKEN_FIELDS:
+            if name in props:
+                props[name] = {"type": "integer", "minimum": 1, "maximum": 4}
+                component.setdefault("required", []).append(name)
+        if "n" in props:
+            props["n"] = {"type": "integer", "minimum": 1, "maximum": 2}
+    # valid completions need one non-empty prompt; negative mode still sends the rest
+    completion = schema["components"]["schemas"]["CompletionRequest"]
+    completion["properties"]["prompt"] = {"type": "string", "minLength": 1, "maxLength": 200}
+    completion.setdefault("required", []).append("prompt")
+    return schema
+
+
+schema = schemathesis.openapi.from_dict(bounded(app_schema()))
+schema.config.generation.update(
+    modes=[GenerationMode.POSITIVE, GenerationMode.NEGATIVE],
+    max_examples=MAX_EXAMPLES,
+)
+
+
+def check_response(case: schemathesis.Case, response: Any) -> None:
+    request = f"{case.method} {case.formatted_path} body={case.body!r}"
+    assert response.status_code < 500, f"{response.status_code} for {request}: {response.text}"
+    if 400 <= response.status_code < 500:
+        body = response.json()
+        assert isinstance(body, dict) and set(body) == {"error"}, f"{request}: {response.text}"
+        assert set(body["error"]) == ERROR_KEYS, f"{request}: {response.text}"
+        assert isinstance(body["error"]["message"], str) and body["error"]["message"]
+
+
+def test_served_schema_is_the_fuzzed_one(live_server: LiveServer) -> None:
+    served = httpx.get(f"{live_server.base_url}/openapi.json", timeout=TIMEOUT).json()
+    assert served == app_schema()
+    paths = set(served["paths"])
+    for path in ("/v1/embeddings", "/infill", "/tokenize", "/detokenize", "/v1/models/{model_id}"):
+        assert path in paths
+
+
+@pytest.mark.slow
+@schema.parametrize()
+@settings(
+    max_examples=MAX_EXAMPLES,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    phases=[Phase.generate],
+    suppress_health_check=list(HealthCheck),
+)
+def test_no_server_errors_and_openai_shaped_4xx(
+    case: schemathesis.Case, live_server: LiveServer
+) -> None:
+    started = time.monotonic()
+    response = case.call(base_url=live_server.base_url, timeout=TIMEOUT)
+    OUTCOMES[(f"{case.method} {case.path}", f"{response.status_code // 100}xx")] += 1
+    check_response(case, response)
+    assert time.monotonic() - started < TIMEOUT
+
+
+@pytest.mark.slow
+def test_fuzzing_reached_success_and_client_errors() -> None:
+    """The fuzzer really exercised the API: valid bodies answered 2xx, invalid ones 4xx."""
+    if not OUTCOMES:
+        pytest.skip("runs after the fuzz test in the same session")
+    for path in ("/v1/chat/completions", "/v1/embeddings", "/infill", "/tokenize"):
+        statuses = {status for (op, status) in OUTCOMES if op == f"POST {path}"}
+        assert "4xx" in statuses, (path, OUTCOMES)
+    for path in ("/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/tokenize"):
+        statuses = {status for (op, status) in OUTCOMES if op == f"POST {path}"}
+        assert "2xx" in statuses, (path, OUTCOMES)
