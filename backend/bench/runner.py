@@ -180,15 +180,18 @@ class _Run:
         )
         watcher: asyncio.Future[None] = asyncio.ensure_future(self._wait_cancel())
         pending: set[asyncio.Future[Any]] = {wave, watcher}
-        await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-        if not wave.done():
-            wave.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await wave
+        stopped = True
+        try:
+            await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+            stopped = not wave.done()
+        finally:  # also on KeyboardInterrupt: no request may outlive the client
+            for task in (watcher, wave):
+                if not task.done():
+                    task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await task
+        if stopped:
             raise BenchCancelled("benchmark cancelled")
-        watcher.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await watcher
         wave.result()
         return records
 
