@@ -24,7 +24,8 @@ from backend.server.app_factory import create_app
 from backend.settings import EngineSettings, ServerSettings
 from tests.server.conftest import LiveServer
 
-MAX_EXAMPLES = 20
+MAX_EXAMPLES = 15
+MODEL = "SmolLM2-135M-Instruct"
 TIMEOUT = 120
 # Token budgets the fuzzer may ask for: required and tiny, so every case is quick.
 TOKEN_FIELDS = ("max_tokens", "max_completion_tokens", "n_predict")
@@ -40,10 +41,14 @@ def app_schema() -> dict[str, Any]:
 
 
 def bounded(schema: dict[str, Any]) -> dict[str, Any]:
-    """A copy with the token budgets required and capped, ``n`` at most 2, a text prompt."""
+    """A copy that keeps valid cases quick and reachable: token budgets required and
+    capped, ``n`` at most 2, the served model's id, a text prompt for completions."""
     schema = copy.deepcopy(schema)
     for component in schema["components"]["schemas"].values():
         props = component.get("properties", {})
+        if "model" in props:  # valid bodies name the served model (others get a 404)
+            props["model"] = {"type": "string", "enum": [MODEL]}
+        props.pop("dimensions", None)  # only the model's own dimension is valid
         for name in TOKEN_FIELDS:
             if name in props:
                 props[name] = {"type": "integer", "minimum": 1, "maximum": 4}
