@@ -52,8 +52,11 @@ class _Reader:
 def _entry(key: str, value: int) -> bytes:
     raw = key.encode()
     vtype = _INT32 if value < 0 else _UINT32
-    return struct.pack("<Q", len(raw)) + raw + struct.pack("<I", vtype) + struct.pack(
-        "<i" if value < 0 else "<I", value
+    return (
+        struct.pack("<Q", len(raw))
+        + raw
+        + struct.pack("<I", vtype)
+        + struct.pack("<i" if value < 0 else "<I", value)
     )
 
 

@@ -36,7 +36,8 @@ OUTCOMES: Counter[tuple[str, str]] = Counter()
 
 def app_schema() -> dict[str, Any]:
     """The OpenAPI schema exactly as the app serves it (building the app loads no model)."""
-    app = create_app(EngineSettings(), ServerSettings(host="127.0.0.1", port=0))
+    engine = EngineSettings.model_validate({})
+    app = create_app(engine, ServerSettings.model_validate({"host": "127.0.0.1", "port": 0}))
     return app.openapi()
 
 
