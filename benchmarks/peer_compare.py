@@ -412,6 +412,33 @@ def main(argv: list[str] | None = None) -> int:
         names.remove("llama-server")
     rounds: dict[str, list[BenchResult]] = {name: [] for name in names}
     started_at = time.perf_counter()
+
+    def save(
+        rounds: dict[str, list[BenchResult]],
+    ) -> tuple[list[BenchResult], dict[str, Any]]:
+        """Write what is measured so far (called after every server, so a long run that is
+        interrupted still leaves its results)."""
+        results = [merge_rounds(rs) for rs in rounds.values() if rs]
+        table = ratios(results)
+        summary = {
+            "created_at": stamp,
+            "knobs": {"model": str(model), "threads": knobs.threads, "parallel": knobs.parallel,
+                      "ctx_size": knobs.ctx, "batch_size": knobs.batch,
+                      "ubatch_size": knobs.ubatch},
+            "host": {"cpus": os.cpu_count(), "load_avg_at_end": os.getloadavg()},
+            "wall_s": round(time.perf_counter() - started_at, 1),
+            "failures": failures,
+            "ratios_vs_llama_server": table,
+            "results": [r.to_dict() for r in results],
+        }
+        write_json_atomic(summary, out / "peer-compare.json")
+        if results:
+            write_plot(results, out / "peer-compare.png",
+                       title=f"{model.name}, -t {knobs.threads} -np {knobs.parallel} (medians)")
+        if table:
+            write_ratio_plot(table, out / "peer-ratios.png")
+        return results, table
+
     # Servers take turns, round after round, so a change in the machine's load hits all alike.
     for rnd in range(args.rounds):
         for name in names:
@@ -428,25 +455,9 @@ def main(argv: list[str] | None = None) -> int:
                 failures[name] = f"{type(exc).__name__}: {exc}"
                 print(f"  {name} failed: {failures[name]}", flush=True)
             print(f"  {name} took {time.perf_counter() - t0:.0f} s", flush=True)
-    results = [merge_rounds(rs) for rs in rounds.values() if rs]
+            save(rounds)
+    results, table = save(rounds)
 
-    table = ratios(results)
-    summary = {
-        "created_at": stamp,
-        "knobs": {"model": str(model), "threads": knobs.threads, "parallel": knobs.parallel,
-                  "ctx_size": knobs.ctx, "batch_size": knobs.batch, "ubatch_size": knobs.ubatch},
-        "host": {"cpus": os.cpu_count(), "load_avg_at_end": os.getloadavg()},
-        "wall_s": round(time.perf_counter() - started_at, 1),
-        "failures": failures,
-        "ratios_vs_llama_server": table,
-        "results": [r.to_dict() for r in results],
-    }
-    write_json_atomic(summary, out / "peer-compare.json")
-    if results:
-        write_plot(results, out / "peer-compare.png",
-                   title=f"{model.name}, -t {knobs.threads} -np {knobs.parallel} (medians)")
-    if table:
-        write_ratio_plot(table, out / "peer-ratios.png")
     print()
     print(format_table(results))
     print()
@@ -461,7 +472,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, why in failures.items():
         print(f"FAILED [{name}]: {why}")
     print(f"\nwrote {out}/peer-compare.json, peer-compare.png, peer-ratios.png "
-          f"({summary['wall_s']:.0f} s)")
+          f"({time.perf_counter() - started_at:.0f} s)")
     return 0 if results else 1
 
 
