@@ -114,10 +114,18 @@ def test_too_long_input_is_a_clear_400(live_server: LiveServer) -> None:
         ({"input": "x", "dimensions": 128}, "dimensions"),
         ({"input": "x", "encoding_format": "int8"}, "encoding_format"),
         ({"input": "x", "model": "text-embedding-3-small"}, "model"),
+        ('{"input": ["ok", "bad \\udc00"]}', "input[1]"),  # a lone surrogate (raw JSON)
     ],
 )
-def test_bad_requests_are_openai_shaped(live_server: LiveServer, payload: dict, param: str) -> None:
-    r = httpx.post(f"{live_server.base_url}/v1/embeddings", json=payload, timeout=TIMEOUT)
+def test_bad_requests_are_openai_shaped(
+    live_server: LiveServer, payload: dict | str, param: str
+) -> None:
+    url = f"{live_server.base_url}/v1/embeddings"
+    if isinstance(payload, str):
+        headers = {"content-type": "application/json"}
+        r = httpx.post(url, content=payload.encode(), headers=headers, timeout=TIMEOUT)
+    else:
+        r = httpx.post(url, json=payload, timeout=TIMEOUT)
     assert r.status_code in (400, 404)
     err = r.json()["error"]
     assert set(err) == {"message", "type", "param", "code"}

@@ -158,3 +158,14 @@ def test_bad_infill_requests_are_openai_shaped(fim_server: LiveServer, body: dic
     r = _infill(fim_server, **body)
     assert r.status_code == 400, r.text
     assert set(r.json()["error"]) == {"message", "type", "param", "code"}
+
+
+def test_lone_surrogate_is_a_400(fim_server: LiveServer) -> None:
+    r = httpx.post(
+        f"{fim_server.base_url}/infill",
+        content=b'{"input_prefix": "x", "input_extra": [{"text": "\\ud83d"}], "n_predict": 2}',
+        headers={"content-type": "application/json"},
+        timeout=TIMEOUT,
+    )
+    assert r.status_code == 400
+    assert r.json()["error"]["param"] == "input_extra[0].text"

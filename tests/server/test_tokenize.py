@@ -96,3 +96,17 @@ def test_retrieve_unknown_model_is_an_openai_404(live_server: LiveServer) -> Non
     nested = httpx.get(f"{live_server.base_url}/v1/models/org/some-model", timeout=TIMEOUT)
     assert nested.status_code == 404
     assert nested.json()["error"]["code"] == "model_not_found"
+
+
+def test_lone_surrogates_are_a_400_not_a_crash(live_server: LiveServer) -> None:
+    """JSON may carry a lone UTF-16 surrogate, which is not encodable text."""
+    r = httpx.post(
+        f"{live_server.base_url}/tokenize",
+        content=b'{"content": "ab\\ud800cd"}',
+        headers={"content-type": "application/json"},
+        timeout=TIMEOUT,
+    )
+    assert r.status_code == 400
+    err = r.json()["error"]
+    assert err["param"] == "content"
+    assert "surrogate at position 2" in err["message"]

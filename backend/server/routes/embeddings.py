@@ -17,6 +17,7 @@ from backend.engine.errors import InvalidRequestError
 from backend.server.auth import require_api_key
 from backend.server.errors import ApiError
 from backend.server.generation import check_model, ready_engine
+from backend.server.routes.tokenize import ensure_utf8
 
 # OpenAI's limit on inputs per request.
 MAX_INPUTS = 2048
@@ -85,7 +86,8 @@ def _token_lists(body: EmbeddingRequest, engine: Engine) -> list[list[int]]:
         if isinstance(item, str):
             if not item:
                 raise ApiError(400, f"input[{i}] is an empty string", param="input")
-            tokens = engine.tokenize(item, add_special=True, parse_special=False)
+            text = ensure_utf8(item, f"input[{i}]")
+            tokens = engine.tokenize(text, add_special=True, parse_special=False)
         else:
             tokens = [int(t) for t in item]
             if any(not 0 <= t < vocab for t in tokens):

@@ -38,6 +38,7 @@ from backend.server.generation import (
     ready_engine,
     sampling_params,
 )
+from backend.server.routes.tokenize import ensure_utf8
 from backend.server.schemas import SamplingFields
 
 log = logging.getLogger(__name__)
@@ -108,6 +109,13 @@ def build_infill_prompt(
 
     def tok(text: str) -> list[int]:
         return engine.tokenize(text, add_special=False, parse_special=False) if text else []
+
+    ensure_utf8(body.input_prefix, "input_prefix")
+    ensure_utf8(body.input_suffix, "input_suffix")
+    ensure_utf8(body.prompt, "prompt")
+    for i, chunk in enumerate(body.input_extra):
+        ensure_utf8(chunk.filename, f"input_extra[{i}].filename")
+        ensure_utf8(chunk.text, f"input_extra[{i}].text")
 
     extra: list[int] = []
     if fim.rep >= 0:

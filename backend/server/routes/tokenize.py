@@ -35,6 +35,19 @@ class DetokenizeRequest(BaseModel):
     tokens: list[int] = Field(description="Token ids to turn back into text")
 
 
+def ensure_utf8(text: str, param: str) -> str:
+    """A 400 for text that is not valid Unicode (JSON can carry lone UTF-16 surrogates)."""
+    try:
+        text.encode()
+    except UnicodeEncodeError as exc:
+        raise ApiError(
+            400,
+            f"{param} is not valid Unicode: lone surrogate at position {exc.start}",
+            param=param,
+        ) from None
+    return text
+
+
 def token_piece(engine: Engine, token: int) -> bytes:
     """The bytes of one token, special tokens rendered as their text (as llama-server does)."""
     vocab = engine.runtime.vocab
@@ -78,8 +91,9 @@ async def tokenize(body: TokenizeRequest, request: Request) -> dict[str, Any]:
         raise ApiError(
             400, f"content is longer than {MAX_CONTENT_BYTES} characters", param="content"
         )
+    content = ensure_utf8(body.content, "content")
     tokens = engine.tokenize(
-        body.content, add_special=body.add_special, parse_special=body.parse_special
+        content, add_special=body.add_special, parse_special=body.parse_special
     )
     if not body.with_pieces:
         return {"tokens": tokens}
