@@ -38,9 +38,11 @@ lint: install-dev
 test: lint
 	QT_QPA_PLATFORM=offscreen $(VENV)/bin/pytest -ra
 
-package: install-dev
+# One-folder app in dist/quantdesk/ (see packaging/README.md); runtime deps only, no torch
+package: install
 	$(PIP) install -q 'pyinstaller>=6.6'
-	$(VENV)/bin/pyinstaller --noconfirm --distpath dist --workpath build/pyinstaller packaging/quantdesk.spec
+	$(VENV)/bin/pyinstaller --noconfirm --log-level WARN --distpath dist --workpath build/pyinstaller packaging/quantdesk.spec
+	@du -sh dist/quantdesk
 
 clean:
 	rm -rf build dist .mypy_cache .ruff_cache .pytest_cache
