@@ -129,19 +129,25 @@ def _emit(obj: dict[str, Any]) -> None:
     sys.stdout.flush()
 
 
+def _num(value: Any, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
 def _table(data: dict[str, Any]) -> str:
     ref = data["reference"]
     lines = [
-        f"reference {ref['name']}: PPL {ref['ppl']:.4f}, {ref['size_bytes'] / 1e6:.1f} MB, "
-        f"{ref['bpw']:.2f} bpw",
+        f"reference {ref['name']}: PPL {_num(ref['ppl'], '.4f')}, "
+        f"{ref['size_bytes'] / 1e6:.1f} MB, {_num(ref['bpw'], '.2f')} bpw",
         f"{'candidate':<28}{'MB':>8}{'bpw':>7}{'PPL':>10}{'ratio':>8}{'KLD':>10}"
         f"{'KLD p99':>9}{'RMS dp%':>9}{'top%':>8}{'gen t/s':>9}",
     ]
     for c in data["candidates"]:
         lines.append(
-            f"{c['name'][:27]:<28}{c['size_bytes'] / 1e6:>8.1f}{c['bpw']:>7.2f}{c['ppl']:>10.4f}"
-            f"{c['ppl_ratio']:>8.4f}{c['kld_mean']:>10.5f}{c['kld_p99']:>9.4f}"
-            f"{c['rms_dp_pct']:>9.2f}{c['same_top_pct']:>8.2f}{c['gen_tok_s']:>9.1f}"
+            f"{c['name'][:27]:<28}{c['size_bytes'] / 1e6:>8.1f}{_num(c['bpw'], '>7.2f')}"
+            f"{_num(c['ppl'], '>10.4f')}{_num(c['ppl_ratio'], '>8.4f')}"
+            f"{_num(c['kld_mean'], '>10.5f')}{_num(c['kld_p99'], '>9.4f')}"
+            f"{_num(c['rms_dp_pct'], '>9.2f')}{_num(c['same_top_pct'], '>8.2f')}"
+            f"{_num(c['gen_tok_s'], '>9.1f')}"
         )
     return "\n".join(lines) + "\n"
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -65,9 +66,10 @@ class CompareResult:
     settings: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
+        """Plain JSON data; numbers that were not measured (NaN) become ``null``."""
         return {
-            "reference": asdict(self.reference),
-            "candidates": [asdict(c) for c in self.candidates],
+            "reference": _finite(asdict(self.reference)),
+            "candidates": [_finite(asdict(c)) for c in self.candidates],
             "answers": [asdict(a) for a in self.answers],
             "settings": self.settings,
         }
@@ -75,11 +77,21 @@ class CompareResult:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> CompareResult:
         return cls(
-            reference=ReferenceResult(**data["reference"]),
-            candidates=[CandidateResult(**c) for c in data["candidates"]],
+            reference=ReferenceResult(**_nan(data["reference"])),
+            candidates=[CandidateResult(**_nan(c)) for c in data["candidates"]],
             answers=[Answer(**a) for a in data["answers"]],
             settings=dict(data.get("settings", {})),
         )
+
+
+def _finite(record: dict[str, Any]) -> dict[str, Any]:
+    return {
+        k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in record.items()
+    }
+
+
+def _nan(record: dict[str, Any]) -> dict[str, Any]:
+    return {k: math.nan if v is None else v for k, v in record.items()}
 
 
 def write_atomic(path: Path, data: bytes) -> Path:
@@ -92,5 +104,5 @@ def write_atomic(path: Path, data: bytes) -> Path:
 
 
 def write_json(result: CompareResult, path: Path) -> Path:
-    text = json.dumps(result.to_json(), indent=2, allow_nan=True)
+    text = json.dumps(result.to_json(), indent=2, allow_nan=False)
     return write_atomic(path, text.encode("utf-8"))

@@ -163,3 +163,25 @@ def test_plot_and_self_contained_report() -> None:
     assert "<script" not in html
     assert "What is 2+2? &lt;b&gt;" in html and "five &amp; more" in html
     assert html.count('class="fail"') == 1
+
+
+def test_unmeasured_numbers_are_null_in_strict_json(tmp_path: Path) -> None:
+    result = _result()
+    result.candidates[1].gen_tok_s = math.nan  # e.g. run with --no-speed
+    data = json.loads(write_json(result, tmp_path / "r.json").read_text())
+    assert data["candidates"][1]["gen_tok_s"] is None
+    back = CompareResult.from_json(data)
+    assert math.isnan(back.candidates[1].gen_tok_s)
+    assert back.to_json() == data
+
+
+def test_cli_summary_table_handles_unmeasured_numbers() -> None:
+    from backend.cli.compare_cmd import _table
+
+    result = _result()
+    result.candidates[0].gen_tok_s = math.nan
+    lines = _table(result.to_json()).splitlines()
+    assert lines[0].startswith("reference ref: PPL 10.0000")
+    assert len(lines) == 2 + 3
+    assert lines[2].startswith("q8") and lines[2].rstrip().endswith("-")
+    assert lines[4].startswith("q2") and "0.30000" in lines[4]
