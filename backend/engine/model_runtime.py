@@ -14,7 +14,7 @@ from pathlib import Path
 
 import llama_cpp
 
-from backend.engine.errors import ModelLoadError
+from backend.engine.errors import InvalidRequestError, ModelLoadError
 from backend.engine.kv_geometry import GGML_TYPE_ID, kv_bytes_per_cell
 from backend.engine.llama_log import route_llama_log_to_logging
 from backend.settings.engine_settings import EngineSettings
@@ -180,7 +180,10 @@ class ModelRuntime:
         return raw.decode(errors="replace") if raw else ""
 
     def tokenize(self, text: str, *, add_special: bool, parse_special: bool) -> list[int]:
-        data = text.encode()
+        try:
+            data = text.encode()
+        except UnicodeEncodeError as exc:  # e.g. a lone surrogate from a JSON "\ud800" escape
+            raise InvalidRequestError(f"the text is not valid Unicode: {exc.reason}") from None
         cap = len(data) + 8
         buf = (llama_cpp.llama_token * cap)()
         n = llama_cpp.llama_tokenize(

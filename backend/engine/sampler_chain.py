@@ -51,6 +51,7 @@ class SamplerChain:
         ):
             add(
                 llama_cpp.llama_sampler_init_penalties(
+                    n_vocab,
                     params.penalty_last_n,
                     params.repeat_penalty,
                     params.frequency_penalty,

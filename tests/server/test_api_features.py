@@ -204,3 +204,31 @@ def test_unsupported_combinations_are_clear_400s(live_server: LiveServer) -> Non
         client.completions.create(model=MODEL, prompt="x", n=3, best_of=2)
     with pytest.raises(openai.BadRequestError):
         client.chat.completions.create(model=MODEL, messages=ASK, tool_choice="required")
+
+
+def test_penalties_change_greedy_output(live_server: LiveServer) -> None:
+    client = live_server.client()
+    prompt = "Repeat after me: apple apple apple apple apple"
+    plain = client.completions.create(model=MODEL, prompt=prompt, max_tokens=12, temperature=0)
+    penalised = client.completions.create(
+        model=MODEL,
+        prompt=prompt,
+        max_tokens=12,
+        temperature=0,
+        extra_body={"repeat_penalty": 1.8, "presence_penalty": 1.5, "frequency_penalty": 1.0},
+    )
+    # the penalty sampler is in the chain: greedy output changes
+    assert penalised.choices[0].text != plain.choices[0].text
+
+
+def test_lone_surrogate_is_a_400(live_server: LiveServer) -> None:
+    import httpx
+
+    r = httpx.post(
+        f"{live_server.base_url}/v1/completions",
+        content=b'{"prompt": "a\\ud800b", "max_tokens": 2}',
+        headers={"Content-Type": "application/json"},
+        timeout=120,
+    )
+    assert r.status_code == 400, r.text
+    assert r.json()["error"]["message"]
