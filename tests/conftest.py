@@ -15,7 +15,9 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 
 @pytest.fixture(autouse=True)
-def isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+def isolated_home(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Path]:
     """Point QuantDesk's data dir and the HF cache at a fresh temp folder."""
     home = tmp_path_factory.mktemp("quantdesk-home")
     monkeypatch.setenv("QUANTDESK_HOME", str(home))
