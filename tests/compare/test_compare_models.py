@@ -151,7 +151,7 @@ def test_cancel_stops_the_run(smollm2_quants: dict[str, Path], tmp_path: Path) -
     assert not list(tmp_path.iterdir())  # the partial base file was removed
 
 
-def test_candidate_with_another_vocabulary_is_refused(
+def test_unloadable_candidate_is_reported_by_name(
     smollm2_quants: dict[str, Path],
     tmp_path: Path,
 ) -> None:
