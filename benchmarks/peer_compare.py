@@ -361,7 +361,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--requests-per-client", type=int, default=2)
     p.add_argument("--prompt-tokens", type=int, default=64)
     p.add_argument("--max-tokens", type=int, default=32)
-    p.add_argument("--shared-prefix-tokens", type=int, default=1000)
+    p.add_argument("--shared-prefix-tokens", type=int, default=1000,
+                   help="shared system prompt of the prefix scenario (0: skip that scenario)")
+    p.add_argument("--no-plain", action="store_true", help="skip the scenario without prefix")
+    p.add_argument("--warm-prefix", action="store_true",
+                   help="one shared prefix for the whole run instead of a fresh one per "
+                   "repetition")
     p.add_argument("--startup-timeout", type=float, default=300)
     p.add_argument("--out", type=Path, default=None,
                    help="output folder (default bench-results/peer-<UTC time>)")
@@ -397,6 +402,8 @@ def main(argv: list[str] | None = None) -> int:
         prompt_tokens=args.prompt_tokens,
         max_tokens=args.max_tokens,
         shared_prefix_tokens=args.shared_prefix_tokens,
+        include_plain=not args.no_plain,
+        fresh_prefix_per_repetition=not args.warm_prefix,
     )
     names = [n.strip() for n in args.servers.split(",") if n.strip()]
     unknown = [n for n in names if n not in specs]
