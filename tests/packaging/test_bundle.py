@@ -37,7 +37,7 @@ def _newest_source_mtime() -> float:
     newest = (ROOT / "pyproject.toml").stat().st_mtime
     for folder in SOURCES:
         for path in (ROOT / folder).rglob("*"):
-            if path.is_file() and "__pycache__" not in path.parts:
+            if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".md":
                 newest = max(newest, path.stat().st_mtime)
     return newest
 

@@ -42,3 +42,26 @@ def test_tour_is_shown_once_and_remembered_in_settings(qtbot: QtBot) -> None:
     reloaded = AppSettings.load()
     assert maybe_show_tour(parent, reloaded, navigate=lambda _key: None) is None
     assert maybe_show_tour(parent, AppSettings(), navigate=lambda _key: None) is not None
+
+
+def test_tour_over_the_main_window_navigates_its_pages(qtbot: QtBot) -> None:
+    """The hook the window uses: maybe_show_tour(window, settings, show_page, save_settings)."""
+    from app.main_window import MainWindow
+
+    settings = AppSettings()
+    settings.autostart_server = False
+    window = MainWindow(settings)
+    window.confirm_close = False
+    qtbot.addWidget(window)
+    window.show()
+    tour = maybe_show_tour(window, window.settings, window.show_page, window.save_settings)
+    assert tour is not None and tour.parent() is window
+    qtbot.mouseClick(tour.findChild(QPushButton, "tour_open_models"), Qt.MouseButton.LeftButton)
+    assert window.stack.currentWidget() is window.page("models")
+    tour.go_to(2)
+    qtbot.mouseClick(tour.findChild(QPushButton, "tour_open_dashboard"), Qt.MouseButton.LeftButton)
+    assert window.stack.currentWidget() is window.page("dashboard")
+    qtbot.mouseClick(tour.next_button, Qt.MouseButton.LeftButton)  # "Start chatting"
+    assert window.stack.currentWidget() is window.page("chat")
+    assert AppSettings.load().pages["first_run_tour"] == {"shown": True}
+    window.close()
