@@ -10,6 +10,7 @@ from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QApplication
 
 from app.app_settings import AppSettings
+from app.first_run_tour import maybe_show_tour
 from app.main_window import MainWindow
 from app.theme import apply_theme
 
@@ -39,6 +40,7 @@ def main() -> int:
     wake.start(300)
     app.aboutToQuit.connect(window.context.shutdown)
     window.show()
+    maybe_show_tour(window, window.settings, window.show_page, window.save_settings)
     return int(app.exec())
 
 

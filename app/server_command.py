@@ -19,9 +19,8 @@ def launcher_prefix() -> list[str]:
     From a venv the CLI runs through :mod:`app.child_guard`, so on Linux the
     server is terminated if the window dies without stopping it.
     """
-    if getattr(sys, "frozen", False):  # PyInstaller: the app binary is the CLI too
-        return [sys.executable]
-    cli = [sys.executable, "-m", "backend.cli.main"]
+    frozen = getattr(sys, "frozen", False)  # PyInstaller: the app binary is the CLI too
+    cli = [sys.executable] if frozen else [sys.executable, "-m", "backend.cli.main"]
     if sys.platform.startswith("linux"):
         return [sys.executable, "-m", "app.child_guard", str(os.getpid()), *cli]
     return cli
