@@ -166,6 +166,9 @@ class MainWindow(QMainWindow):
         server = self.context.server
         if self.confirm_close and server.is_active():
             busy = server.requests_in_flight()
+            checks = [getattr(p, "is_streaming", None) for p in self._pages.values()]
+            if any(callable(c) and c() for c in checks):  # our own reply is in flight for sure
+                busy = max(busy, 1)
             if busy > 0:
                 answer = QMessageBox.question(
                     self,
