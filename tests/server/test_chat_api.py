@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tests.server.conftest import LiveServer
 
-MESSAGES = [{"role": "user", "content": "What is the capital of France?"}]
+MESSAGES = [{"role": "user", "content": "Count from one to ten in words."}]
 
 
 def test_models_lists_the_served_model(live_server: LiveServer) -> None:
