@@ -1,16 +1,26 @@
-"""A minimal GGUF v3 writer for tests: typed metadata and zero-filled F32/F16 tensors.
+"""GGUF helpers for tests.
 
+``write_gguf``: a minimal GGUF v3 writer, typed metadata and zero-filled F32/F16 tensors.
 Used to build tiny models of other architectures (e.g. gemma2 with sliding-window
 layers) that llama.cpp really loads, so the fit estimate can be checked against it.
+
+``copy_with_metadata``: copy a GGUF with extra metadata entries, how the server tests
+make a model with FIM tokens (or another declared property) out of the embedded SmolLM2.
+Only the key/value section changes: the new entries are appended after the old ones,
+the tensor infos are copied as they are (their offsets are relative to the data
+section), the data section is re-aligned and copied byte for byte.
 """
 
 from __future__ import annotations
 
+import shutil
 import struct
 from pathlib import Path
 from typing import Any
 
-_U32, _I32, _F32, _BOOL, _STRING, _ARRAY, _U64 = 4, 5, 6, 7, 8, 9, 10
+_U32, _I32, _F32, _BOOL, _STRING, _ARRAY = 4, 5, 6, 7, 8, 9
+# byte width of each fixed-size GGUF value type
+_FIXED = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
 _GGML_F32, _GGML_F16 = 0, 1
 ALIGNMENT = 32
 
@@ -36,6 +46,11 @@ def _value(value: Any) -> tuple[int, bytes]:
     raise TypeError(f"unsupported metadata value {value!r}")
 
 
+def _entry(key: str, value: Any) -> bytes:
+    value_type, body = _value(value)
+    return _string(key) + struct.pack("<I", value_type) + body
+
+
 def write_gguf(
     path: Path, metadata: dict[str, Any], tensors: dict[str, tuple[list[int], str]]
 ) -> Path:
@@ -43,8 +58,7 @@ def write_gguf(
     header = bytearray(b"GGUF")
     header += struct.pack("<IQQ", 3, len(tensors), len(metadata))
     for key, value in metadata.items():
-        value_type, body = _value(value)
-        header += _string(key) + struct.pack("<I", value_type) + body
+        header += _entry(key, value)
     offset = 0
     sizes = []
     for name, (shape, dtype) in tensors.items():
@@ -63,6 +77,40 @@ def write_gguf(
         for size in sizes:
             fh.write(b"\0" * (size + (-size % ALIGNMENT)))
     return path
+
+
+def _block_tensors(
+    il: int,
+    n_embd: int,
+    n_head: int,
+    n_head_kv: int,
+    head_dim: int,
+    n_ff: int,
+    *,
+    post_norms: bool = False,
+) -> dict[str, tuple[list[int], str]]:
+    """The tensors of llama-style block ``il``; ``post_norms`` adds gemma2's post-norms."""
+    p = f"blk.{il}."
+    tensors: dict[str, tuple[list[int], str]] = {
+        p + "attn_norm.weight": ([n_embd], "f32"),
+        p + "attn_q.weight": ([n_embd, n_head * head_dim], "f16"),
+        p + "attn_k.weight": ([n_embd, n_head_kv * head_dim], "f16"),
+        p + "attn_v.weight": ([n_embd, n_head_kv * head_dim], "f16"),
+        p + "attn_output.weight": ([n_head * head_dim, n_embd], "f16"),
+    }
+    if post_norms:
+        tensors[p + "post_attention_norm.weight"] = ([n_embd], "f32")
+    tensors.update(
+        {
+            p + "ffn_norm.weight": ([n_embd], "f32"),
+            p + "ffn_gate.weight": ([n_embd, n_ff], "f16"),
+            p + "ffn_up.weight": ([n_embd, n_ff], "f16"),
+            p + "ffn_down.weight": ([n_ff, n_embd], "f16"),
+        }
+    )
+    if post_norms:
+        tensors[p + "post_ffw_norm.weight"] = ([n_embd], "f32")
+    return tensors
 
 
 def tiny_gemma2(
@@ -101,21 +149,8 @@ def tiny_gemma2(
         "output_norm.weight": ([n_embd], "f32"),
     }
     for il in range(n_layer):
-        p = f"blk.{il}."
         tensors.update(
-            {
-                p + "attn_norm.weight": ([n_embd], "f32"),
-                p + "attn_q.weight": ([n_embd, n_head * head_dim], "f16"),
-                p + "attn_k.weight": ([n_embd, n_head_kv * head_dim], "f16"),
-                p + "attn_v.weight": ([n_embd, n_head_kv * head_dim], "f16"),
-                p + "attn_output.weight": ([n_head * head_dim, n_embd], "f16"),
-                p + "post_attention_norm.weight": ([n_embd], "f32"),
-                p + "ffn_norm.weight": ([n_embd], "f32"),
-                p + "ffn_gate.weight": ([n_embd, n_ff], "f16"),
-                p + "ffn_up.weight": ([n_embd, n_ff], "f16"),
-                p + "ffn_down.weight": ([n_ff, n_embd], "f16"),
-                p + "post_ffw_norm.weight": ([n_embd], "f32"),
-            }
+            _block_tensors(il, n_embd, n_head, n_head_kv, head_dim, n_ff, post_norms=True)
         )
     return write_gguf(path, metadata, tensors)
 
@@ -158,18 +193,84 @@ def tiny_llama(
     if not tied_output:
         tensors["output.weight"] = ([n_embd, n_vocab], "f16")
     for il in range(n_layer):
-        p = f"blk.{il}."
-        tensors.update(
-            {
-                p + "attn_norm.weight": ([n_embd], "f32"),
-                p + "attn_q.weight": ([n_embd, n_head * head_dim], "f16"),
-                p + "attn_k.weight": ([n_embd, n_head_kv * head_dim], "f16"),
-                p + "attn_v.weight": ([n_embd, n_head_kv * head_dim], "f16"),
-                p + "attn_output.weight": ([n_head * head_dim, n_embd], "f16"),
-                p + "ffn_norm.weight": ([n_embd], "f32"),
-                p + "ffn_gate.weight": ([n_embd, n_ff], "f16"),
-                p + "ffn_up.weight": ([n_embd, n_ff], "f16"),
-                p + "ffn_down.weight": ([n_ff, n_embd], "f16"),
-            }
-        )
+        tensors.update(_block_tensors(il, n_embd, n_head, n_head_kv, head_dim, n_ff))
     return write_gguf(path, metadata, tensors)
+
+
+class _Reader:
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.pos = 0
+
+    def unpack(self, fmt: str) -> int:
+        (value,) = struct.unpack_from("<" + fmt, self.data, self.pos)
+        self.pos += struct.calcsize(fmt)
+        return int(value)
+
+    def string(self) -> bytes:
+        n = self.unpack("Q")
+        raw = self.data[self.pos : self.pos + n]
+        self.pos += n
+        return raw
+
+    def skip_value(self, vtype: int) -> None:
+        if vtype in _FIXED:
+            self.pos += _FIXED[vtype]
+        elif vtype == _STRING:
+            self.string()
+        elif vtype == _ARRAY:
+            item_type = self.unpack("I")
+            count = self.unpack("Q")
+            if item_type in _FIXED:
+                self.pos += _FIXED[item_type] * count
+            else:
+                for _ in range(count):
+                    self.skip_value(item_type)
+        else:
+            raise ValueError(f"unknown GGUF value type {vtype}")
+
+
+def copy_with_metadata(src: Path, dst: Path, extra: dict[str, int]) -> Path:
+    """Write ``dst``: ``src`` plus integer metadata ``extra`` (keys must be new)."""
+    with src.open("rb") as f:
+        head = f.read(64 * 1024 * 1024)  # the header of a small model fits easily
+    r = _Reader(head)
+    if head[:4] != b"GGUF":
+        raise ValueError(f"{src} is not a GGUF file")
+    r.pos = 4
+    version = r.unpack("I")
+    n_tensors = r.unpack("Q")
+    n_kv = r.unpack("Q")
+    kv_start = r.pos
+    alignment = 32
+    for _ in range(n_kv):
+        key = r.string().decode()
+        vtype = r.unpack("I")
+        if key in extra:
+            raise ValueError(f"{src} already has {key}")
+        if key == "general.alignment" and vtype == _U32:
+            alignment = r.unpack("I")
+        else:
+            r.skip_value(vtype)
+    kv_end = r.pos
+    for _ in range(n_tensors):
+        r.string()
+        n_dims = r.unpack("I")
+        r.pos += 8 * n_dims + 4 + 8
+    infos_end = r.pos
+    data_start = -(-infos_end // alignment) * alignment
+
+    header = bytearray(b"GGUF" + struct.pack("<IQQ", version, n_tensors, n_kv + len(extra)))
+    header += head[kv_start:kv_end]
+    for key, value in extra.items():
+        header += _entry(key, value)
+    header += head[kv_end:infos_end]
+    header += b"\0" * (-len(header) % alignment)
+
+    part = dst.with_name(dst.name + ".part")
+    with src.open("rb") as fin, part.open("wb") as fout:
+        fout.write(header)
+        fin.seek(data_start)
+        shutil.copyfileobj(fin, fout, 1 << 20)
+    part.replace(dst)
+    return dst

@@ -12,8 +12,8 @@ import numpy as np
 import openai
 import pytest
 
+from tests.hub.gguf_writer import copy_with_metadata
 from tests.server.conftest import LiveServer, start_server, wait_healthy
-from tests.server.gguf_writer import copy_with_metadata
 
 MODEL = "SmolLM2-135M-Instruct"
 TIMEOUT = 120

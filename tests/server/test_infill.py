@@ -15,8 +15,8 @@ import httpx
 import pytest
 
 from backend.default_model import default_model_path
+from tests.hub.gguf_writer import copy_with_metadata
 from tests.server.conftest import LiveServer, start_server, wait_healthy
-from tests.server.gguf_writer import copy_with_metadata
 
 TIMEOUT = 120
 REP, SEP, PRE, SUF, MID = 3, 5, 8, 9, 10  # <repo_name> <file_sep> <issue_start> ...
