@@ -10,12 +10,12 @@ from __future__ import annotations
 import json
 import logging
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
 
+from app.atomic_file import write_text_atomic
 from backend.settings import quantdesk_home
 from backend.settings.engine_settings import CacheType, FlashAttn
 
@@ -95,15 +95,7 @@ class AppSettings(BaseModel):
         """Write atomically: a temp file in the same folder, then a rename."""
         path = path or self.default_path()
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=path.name, suffix=".part", dir=path.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                fh.write(self.model_dump_json(indent=2))
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        return path
+        return write_text_atomic(path, self.model_dump_json(indent=2))
 
     def remember_model(self, model: str, keep: int = 10) -> None:
         """Put ``model`` first in the recent list."""

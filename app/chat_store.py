@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import logging
-import os
-import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -12,6 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
+from app.atomic_file import write_text_atomic
 from backend.settings.paths import subdir
 
 log = logging.getLogger(__name__)
@@ -59,16 +58,7 @@ class ChatStore:
 
     def save(self, conv: Conversation) -> Path:
         conv.updated = time.time()
-        target = self.path(conv.id)
-        fd, tmp = tempfile.mkstemp(prefix=target.name, suffix=".part", dir=self.folder)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                fh.write(conv.model_dump_json(indent=1))
-            os.replace(tmp, target)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        return target
+        return write_text_atomic(self.path(conv.id), conv.model_dump_json(indent=1))
 
     def load(self, conv_id: str) -> Conversation:
         return Conversation.model_validate_json(self.path(conv_id).read_text(encoding="utf-8"))

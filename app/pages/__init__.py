@@ -56,13 +56,6 @@ PAGES: tuple[PageSpec, ...] = (
 )
 
 
-def page_spec(key: str) -> PageSpec:
-    for spec in PAGES:
-        if spec.key == key:
-            return spec
-    raise KeyError(key)
-
-
 class ComingSoonPage(EmptyState):
     """Shown for a page whose module has not been written yet."""
 

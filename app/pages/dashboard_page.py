@@ -83,7 +83,6 @@ class DashboardPage(QWidget):
         self.stats_count = 0
         self.redraw_count = 0
         self._dirty = False
-        self._t0 = time.monotonic()
         self.buffers = {c.key: RingBuffer(CAPACITY, len(c.series)) for c in CHARTS}
         self.plots: dict[str, pg.PlotWidget] = {}
         self.curves: dict[str, list[pg.PlotDataItem]] = {}
