@@ -36,9 +36,6 @@ class ChatTemplate:
         self._template = env.from_string(self.source)
         self.bos_token = bos_token
         self.eos_token = eos_token
-        self.stop_strings = [eos_token] if eos_token else []
-        if "<|im_end|>" in self.source:
-            self.stop_strings.append("<|im_end|>")
 
     def render(
         self,

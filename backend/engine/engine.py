@@ -87,14 +87,7 @@ class Engine:
         self.submit(tokens, max_tokens=2, sampling=SamplingParams(temperature=0.0), sink=sink)
         if not done.wait(timeout=300) or errors:
             raise EngineError(f"warm-up generation failed: {errors or 'timed out'}")
-        stats = self.scheduler.stats
-        with stats.lock():  # the warm-up is not user traffic
-            stats.completed = 0
-            stats.prompt_total = stats.prompt_decoded_total = stats.generated_total = 0
-            stats.prefix_hits = stats.prefix_misses = stats.prefix_tokens_saved = 0
-            stats.ttft_ms.clear()
-            stats.itl_ms.clear()
-            stats.ttft_ms_last = None
+        self.scheduler.stats.reset_traffic()
 
     def close(self) -> None:
         self.scheduler.close()

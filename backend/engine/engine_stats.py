@@ -53,6 +53,16 @@ class EngineStats:
         # (time, prompt tokens decoded, tokens generated) per step, for rates
         self._window: deque[tuple[float, int, int]] = deque()
 
+    def reset_traffic(self) -> None:
+        """Forget request counters and latencies (the warm-up is not user traffic)."""
+        with self._lock:
+            self.completed = 0
+            self.prompt_total = self.prompt_decoded_total = self.generated_total = 0
+            self.prefix_hits = self.prefix_misses = self.prefix_tokens_saved = 0
+            self.ttft_ms.clear()
+            self.itl_ms.clear()
+            self.ttft_ms_last = None
+
     def lock(self) -> threading.Lock:
         return self._lock
 

@@ -177,9 +177,8 @@ class Scheduler:
             break
         self._waiting.extendleft(reversed(deferred))
 
-    def _best_source(self, seq: Sequence) -> tuple[int, int, bool]:
+    def _best_source(self, seq: Sequence, target: np.ndarray) -> tuple[int, int, bool]:
         """(matched tokens, source seq id or -1, source is a cache entry)."""
-        target = np.asarray(seq.tokens, dtype=np.int32)
         limit = len(seq.tokens) - 1  # at least one token must be decoded for logits
         best, best_src, best_cached = 0, -1, False
         for entry in self._cache.values():
@@ -192,9 +191,8 @@ class Scheduler:
                 best, best_src, best_cached = n, run.seq_id, False
         return best, best_src, best_cached
 
-    def _worth_waiting(self, seq: Sequence, available: int) -> bool:
+    def _worth_waiting(self, seq: Sequence, target: np.ndarray, available: int) -> bool:
         """A running prefill will soon hold a longer shared prefix than is available now."""
-        target = np.asarray(seq.tokens, dtype=np.int32)
         for run in self._running:
             if run.n_past >= run.n_prompt:
                 continue
@@ -209,8 +207,9 @@ class Scheduler:
         return False
 
     def _try_admit(self, seq: Sequence) -> str:
-        matched, src, src_cached = self._best_source(seq)
-        if self._worth_waiting(seq, matched):
+        target = np.asarray(seq.tokens, dtype=np.int32)
+        matched, src, src_cached = self._best_source(seq, target)
+        if self._worth_waiting(seq, target, matched):
             return "defer"
         need = len(seq.tokens) - matched
         protect = {src} if src >= 0 else set()

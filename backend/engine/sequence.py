@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -35,7 +34,6 @@ class Sequence:
     preempted: int = 0
     cum_logprob: float = 0.0
     pending_logprobs: list[TokenLogprob] = field(default_factory=list)
-    admitted_at: float = field(default_factory=time.perf_counter)
 
     @property
     def remaining(self) -> int:

@@ -7,7 +7,7 @@ import dataclasses
 import json
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 from fastapi import Request
@@ -78,14 +78,6 @@ def sampling_params(body: SamplingFields, engine: Engine) -> SamplingParams:
         grammar=body.grammar,
         ignore_eos=body.ignore_eos,
     )
-
-
-def usage_dict(finish: FinishEvent) -> dict[str, Any]:
-    return combined_usage([finish])
-
-
-def timings_dict(finish: FinishEvent) -> dict[str, Any]:
-    return {"ttft_ms": finish.ttft_ms, "predicted_per_second": finish.gen_tokens_per_s}
 
 
 def new_id(prefix: str) -> str:
@@ -203,37 +195,3 @@ async def collect(
         elif isinstance(event, FinishEvent):
             return "".join(parts), event
     raise ApiError(500, "the sequence ended without a result", type_="server_error")
-
-
-async def stream_sse(
-    engine: Engine,
-    tokens: list[int],
-    max_tokens: int,
-    sampling: SamplingParams,
-    stop: list[str],
-    *,
-    first_chunks: list[dict[str, Any]],
-    delta_chunk: Callable[[str], dict[str, Any]],
-    final_chunk: Callable[[FinishEvent], dict[str, Any]],
-    usage_chunk: Callable[[FinishEvent], dict[str, Any]] | None,
-) -> AsyncIterator[dict[str, str]]:
-    """One sequence as SSE events; submission errors raise before the response starts."""
-    streams = ChoiceStreams(engine)
-    streams.submit(tokens, max_tokens, [sampling], stop)
-
-    async def events() -> AsyncIterator[dict[str, str]]:
-        for chunk in first_chunks:
-            yield sse(chunk)
-        async for _, event in streams:
-            if isinstance(event, TokenEvent):
-                if event.text:
-                    yield sse(delta_chunk(event.text))
-            elif isinstance(event, FinishEvent):
-                yield sse(final_chunk(event))
-                if usage_chunk is not None:
-                    yield sse(usage_chunk(event))
-            elif isinstance(event, ErrorEvent):
-                yield sse_error(event)
-        yield sse("[DONE]")
-
-    return events()

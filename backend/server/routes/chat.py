@@ -10,7 +10,13 @@ from fastapi import APIRouter, Depends, Request
 from sse_starlette.sse import EventSourceResponse
 
 from backend.engine.engine import Engine
-from backend.engine.request_types import ErrorEvent, FinishEvent, TokenEvent, TokenLogprob
+from backend.engine.request_types import (
+    ErrorEvent,
+    FinishEvent,
+    SamplingParams,
+    TokenEvent,
+    TokenLogprob,
+)
 from backend.server.auth import require_api_key
 from backend.server.errors import ApiError
 from backend.server.generation import (
@@ -54,7 +60,7 @@ def logprob_entry(lp: TokenLogprob) -> dict[str, Any]:
 class _Prepared:
     tokens: list[int]
     max_tokens: int
-    samplings: list
+    samplings: list[SamplingParams]
     stop: list[str]
     with_tools: bool
     with_logprobs: bool

@@ -15,7 +15,6 @@ normal scheduler path.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -29,14 +28,16 @@ from sse_starlette.sse import EventSourceResponse
 from backend.engine.engine import Engine
 from backend.engine.request_types import ErrorEvent, FinishEvent, TokenEvent
 from backend.server.auth import require_api_key
-from backend.server.errors import ApiError, error_body
-from backend.server.event_stream import EventStream
+from backend.server.errors import ApiError
 from backend.server.generation import (
+    ChoiceStreams,
     check_model,
     collect,
     finish_reason,
     ready_engine,
     sampling_params,
+    sse,
+    sse_error,
 )
 from backend.server.routes.tokenize import ensure_utf8
 from backend.server.schemas import SamplingFields
@@ -83,15 +84,8 @@ class FimTokens:
 
 def fim_tokens(engine: Engine) -> FimTokens:
     """The model's FIM tokens; a clear 400 when it has none."""
-    vocab = engine.runtime.vocab
-    fim = FimTokens(
-        pre=int(llama_cpp.llama_vocab_fim_pre(vocab)),
-        suf=int(llama_cpp.llama_vocab_fim_suf(vocab)),
-        mid=int(llama_cpp.llama_vocab_fim_mid(vocab)),
-        rep=int(llama_cpp.llama_vocab_fim_rep(vocab)),
-        sep=int(llama_cpp.llama_vocab_fim_sep(vocab)),
-    )
-    if min(fim.pre, fim.suf, fim.mid) < 0:
+    ids = engine.runtime.fim_tokens()
+    if ids is None:
         raise ApiError(
             400,
             f"the model '{engine.model_id}' has no fill-in-the-middle tokens (FIM prefix/"
@@ -99,7 +93,7 @@ def fim_tokens(engine: Engine) -> FimTokens:
             "for FIM (e.g. Qwen2.5-Coder, StarCoder2, CodeLlama, Codestral)",
             code="fim_unsupported",
         )
-    return fim
+    return FimTokens(ids["pre"], ids["suf"], ids["mid"], ids.get("rep", -1), ids.get("sep", -1))
 
 
 def build_infill_prompt(
@@ -205,19 +199,16 @@ async def infill(body: InfillRequest, request: Request) -> Any:
         text, fin = await collect(engine, tokens, max_tokens, sampling, stop)
         return final(text, fin)
 
-    stream = EventStream()
-    req = engine.submit(
-        tokens, max_tokens=max_tokens, sampling=sampling, sink=stream.sink, stop=stop
-    )
+    streams = ChoiceStreams(engine)  # cancels the sequence if the client goes away
+    streams.submit(tokens, max_tokens, [sampling], stop)
 
     async def events() -> AsyncIterator[dict[str, str]]:
-        finished = False
         n_predicted = 0
-        try:
-            async for event in stream:
-                if isinstance(event, TokenEvent):
-                    n_predicted += len(event.token_ids)
-                    chunk = {
+        async for _, event in streams:
+            if isinstance(event, TokenEvent):
+                n_predicted += len(event.token_ids)
+                yield sse(
+                    {
                         "index": 0,
                         "content": event.text,
                         "tokens": event.token_ids,
@@ -225,16 +216,10 @@ async def infill(body: InfillRequest, request: Request) -> Any:
                         "tokens_predicted": n_predicted,
                         "tokens_evaluated": len(tokens),
                     }
-                    yield {"data": json.dumps(chunk)}
-                elif isinstance(event, FinishEvent):
-                    finished = True
-                    yield {"data": json.dumps(final("", event))}
-                elif isinstance(event, ErrorEvent):
-                    finished = True
-                    err = error_body(event.message, "server_error", None, "engine_error")
-                    yield {"data": json.dumps(err)}
-        finally:
-            if not finished:  # the client went away: free the sequence now
-                engine.cancel(req.request_id)
+                )
+            elif isinstance(event, FinishEvent):
+                yield sse(final("", event))
+            elif isinstance(event, ErrorEvent):
+                yield sse_error(event)
 
     return EventSourceResponse(events(), ping=15)
