@@ -9,7 +9,6 @@ a PNG plot; ``--max-kld`` / ``--max-ppl-ratio`` make it exit non-zero for a fail
 from __future__ import annotations
 
 import argparse
-import json
 import signal
 import sys
 import threading
@@ -17,21 +16,12 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from backend.cli.quantize_cmd import emit_jsonl, positive_int
 from backend.errors import QuantDeskError
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
-
-
 def _ctx(text: str) -> int:
-    value = _positive(text)
+    value = positive_int(text)
     if value < 8:
         raise argparse.ArgumentTypeError("--ctx must be at least 8")
     return value
@@ -63,13 +53,13 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--ctx", type=_ctx, default=512, help="tokens per chunk (default 512)")
     parser.add_argument(
         "--batch",
-        type=_positive,
+        type=positive_int,
         default=2048,
         help="tokens per decode; batch/ctx chunks are evaluated together (default 2048)",
     )
     parser.add_argument(
         "--chunks",
-        type=_positive,
+        type=positive_int,
         default=None,
         help="evaluate at most this many chunks (default: the whole text)",
     )
@@ -83,7 +73,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--no-speed", action="store_true", help="skip the tok/s measurement")
     parser.add_argument(
         "--threads",
-        type=_positive,
+        type=positive_int,
         default=None,
         help="CPU threads (default: all cores this process may use)",
     )
@@ -122,11 +112,6 @@ def register(subparsers: Any) -> None:
         help="print progress and the result as JSON lines on stdout",
     )
     parser.set_defaults(handler=run)
-
-
-def _emit(obj: dict[str, Any]) -> None:
-    sys.stdout.write(json.dumps(obj) + "\n")
-    sys.stdout.flush()
 
 
 def _num(value: Any, spec: str) -> str:
@@ -175,7 +160,7 @@ def run(args: argparse.Namespace) -> int:
 
     def progress(p: Progress) -> None:
         if args.progress_jsonl:
-            _emit(p.as_event())
+            emit_jsonl(p.as_event())
 
     config = CompareConfig(
         reference=args.reference,
@@ -206,7 +191,7 @@ def run(args: argparse.Namespace) -> int:
             outputs["report"] = str(write_atomic(args.report, html.encode("utf-8")))
         data = result.to_json()
         if args.progress_jsonl:
-            _emit({"type": "result", **data, "outputs": outputs, "gate_failures": failures})
+            emit_jsonl({"type": "result", **data, "outputs": outputs, "gate_failures": failures})
         else:
             sys.stdout.write(_table(data))
         if failures:
@@ -214,7 +199,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     except QuantDeskError as exc:
         if args.progress_jsonl:
-            _emit({"type": "error", "message": str(exc)})
+            emit_jsonl({"type": "error", "message": str(exc)})
         raise
     finally:
         if previous is not None:

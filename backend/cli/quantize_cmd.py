@@ -28,7 +28,8 @@ TYPE_CHOICES_HELP = (
 )
 
 
-def _positive(text: str) -> int:
+def positive_int(text: str) -> int:
+    """argparse type: a whole number >= 1 (also used by ``compare``)."""
     try:
         value = int(text)
     except ValueError:
@@ -67,13 +68,13 @@ def register(subparsers: Any) -> None:
         "--allow-requantize", action="store_true",
         help="allow quantising an already-quantised GGUF (loses quality)",
     )
-    parser.add_argument("--threads", type=_positive, default=None, help="worker threads")
+    parser.add_argument("--threads", type=positive_int, default=None, help="worker threads")
     parser.add_argument(
-        "--imatrix-ctx", type=_positive, default=256,
+        "--imatrix-ctx", type=positive_int, default=256,
         help="tokens per chunk for the imatrix run (default 256)",
     )
     parser.add_argument(
-        "--imatrix-chunks", type=_positive, default=None,
+        "--imatrix-chunks", type=positive_int, default=None,
         help="use at most this many calibration chunks (default: all)",
     )
     parser.add_argument(
@@ -83,7 +84,8 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(handler=run)
 
 
-def _emit(event: dict[str, Any]) -> None:
+def emit_jsonl(event: dict[str, Any]) -> None:
+    """Write one JSON line to stdout and flush (also used by ``compare``)."""
     sys.stdout.write(json.dumps(event) + "\n")
     sys.stdout.flush()
 
@@ -115,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
     progress: Any = _TextProgress()
     if args.progress_jsonl:
         def progress(p: Progress) -> None:
-            _emit(p.as_event())
+            emit_jsonl(p.as_event())
 
     try:
         job = run_quantize_job(
@@ -127,13 +129,13 @@ def run(args: argparse.Namespace) -> int:
         )
     except QuantDeskError as exc:
         if args.progress_jsonl:
-            _emit({"type": "error", "message": str(exc)})
+            emit_jsonl({"type": "error", "message": str(exc)})
         raise
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     if args.progress_jsonl:
-        _emit({"type": "result", **job.as_dict()})
+        emit_jsonl({"type": "result", **job.as_dict()})
         return 0
     for warning in job.warnings:
         log.warning(warning)
