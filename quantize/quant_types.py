@@ -20,10 +20,6 @@ class QuantType:
     bits_per_weight: float
     description: str
 
-    @property
-    def is_float(self) -> bool:
-        return self.name in ("F16", "BF16", "F32")
-
 
 QUANT_TYPES: tuple[QuantType, ...] = (
     QuantType("Q8_0", 7, 8.5, "8-bit, near-lossless; half of F16"),
@@ -45,9 +41,6 @@ _BY_NAME = {t.name: t for t in QUANT_TYPES}
 # Types whose quality depends most on an importance matrix.
 IMATRIX_RECOMMENDED = frozenset({"IQ4_XS", "Q3_K_M", "Q2_K"})
 
-# Float types the HF -> GGUF converter writes directly.
-CONVERT_TYPES = ("F16", "BF16", "F32")
-
 
 def quant_type(name: str) -> QuantType:
     """Look up a type by name, case-insensitively (``q4_k_m`` -> ``Q4_K_M``)."""
@@ -59,7 +52,3 @@ def quant_type(name: str) -> QuantType:
         raise UnknownQuantTypeError(
             f"unknown quantisation type {name!r}; choose one of {choices}"
         ) from None
-
-
-def type_names() -> list[str]:
-    return [t.name for t in QUANT_TYPES]

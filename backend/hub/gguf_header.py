@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import mmap
 import struct
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from math import prod
 from pathlib import Path
@@ -325,8 +324,3 @@ def is_gguf(path: str | Path) -> bool:
             return fh.read(4) == GGUF_MAGIC
     except OSError:
         return False
-
-
-def iter_layer_tensors(header: GGUFHeader, layer: int) -> Iterator[TensorInfo]:
-    prefix = f"blk.{layer}."
-    return (t for t in header.tensors if t.name.startswith(prefix))

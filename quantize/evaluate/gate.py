@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-
 from quantize.evaluate.results import CompareResult
 
 
@@ -21,11 +19,3 @@ def gate_failures(
         if reasons:
             failures.append(f"{cand.name}: " + ", ".join(reasons))
     return failures
-
-
-def is_finite_result(result: CompareResult) -> bool:
-    """True when every headline number is a finite float."""
-    values = [result.reference.ppl]
-    for cand in result.candidates:
-        values += [cand.ppl, cand.ppl_ratio, cand.kld_mean, cand.same_top_pct]
-    return all(math.isfinite(v) for v in values)

@@ -41,14 +41,6 @@ def _log_sum_exp(logits: F32, row_max: F32) -> F32:
     return np.log(shifted.sum(axis=1, dtype=np.float64)).astype(np.float32)
 
 
-def token_nll(logits: F32, tokens: I32) -> F64:
-    """Negative log-likelihood of ``tokens[r]`` under row ``r`` of ``logits``."""
-    row_max = logits.max(axis=1)
-    lse = _log_sum_exp(logits, row_max)
-    picked = logits[np.arange(logits.shape[0]), tokens]
-    return (row_max.astype(np.float64) + lse - picked).astype(np.float64)
-
-
 @dataclass(frozen=True)
 class ReferenceBlock:
     """Stored rows plus what the reference pass needs from its exact logits."""
