@@ -11,6 +11,11 @@ through ``llama_memory_seq_cp`` instead of recomputing them. When several
 requests with the same long system prompt arrive together, the first one
 prefills it and the others wait until it is computed, then copy it: N requests,
 one prefill.
+
+Events for clients are gathered during a step and handed over in one burst right
+before the next ``llama_decode``, which releases the GIL for the whole forward
+pass: the server's event loop then formats and sends them while the model runs,
+instead of contending for the GIL with the scheduler's own Python work.
 """
 
 from __future__ import annotations
@@ -28,7 +33,14 @@ from backend.engine.engine_stats import EngineStats
 from backend.engine.errors import EngineStoppedError, QueueFullError
 from backend.engine.kv_accounting import KvAccounting
 from backend.engine.model_runtime import ModelRuntime
-from backend.engine.request_types import ErrorEvent, FinishEvent, TokenEvent, TokenLogprob
+from backend.engine.request_types import (
+    EngineEvent,
+    ErrorEvent,
+    EventSink,
+    FinishEvent,
+    TokenEvent,
+    TokenLogprob,
+)
 from backend.engine.sequence import CacheEntry, Sequence, common_prefix
 
 log = logging.getLogger(__name__)
@@ -51,6 +63,7 @@ class Scheduler:
         self._queued = 0
         self._waiting: deque[Sequence] = deque()
         self._running: list[Sequence] = []
+        self._outbox: list[tuple[EventSink, EngineEvent]] = []
         self._cache: OrderedDict[int, CacheEntry] = OrderedDict()
         self._free_ids = list(range(runtime.n_seq_max - 1, -1, -1))
         self._kv = KvAccounting(runtime.n_ctx)
@@ -109,6 +122,8 @@ class Scheduler:
                 self._admit()
                 if self._running:
                     self._step()
+                if not self._running:
+                    self._flush_events()  # no decode follows: deliver now
                 self._publish_gauges()
         except Exception as exc:  # never leave clients hanging
             log.exception("scheduler crashed")
@@ -121,6 +136,7 @@ class Scheduler:
                     self._emit_error(seq, "the server is shutting down")
             self._running.clear()
             self._waiting.clear()
+            self._flush_events()
 
     def _drain_inbox(self, *, block: bool) -> None:
         try:
@@ -336,6 +352,7 @@ class Scheduler:
             if not seq.generating:
                 prompt_tokens += n
         batch.n_tokens = i
+        self._flush_events()  # the event loop sends them while llama_decode runs
         t_dec = time.perf_counter()
         rc = llama_cpp.llama_decode(self.rt.ctx, batch)
         decode_s = time.perf_counter() - t_dec
@@ -414,7 +431,7 @@ class Scheduler:
         seq.completion_tokens += 1
         text = seq.detector.feed(self.rt.token_piece(token))
         if text:
-            req.sink(TokenEvent(text, [token], self._take_logprobs(seq)))
+            self._emit(seq, TokenEvent(text, [token], self._take_logprobs(seq)))
         if seq.detector.stopped:
             self._finish(seq, "stop")
         elif seq.completion_tokens >= req.max_tokens or len(seq.tokens) >= self.rt.n_ctx:
@@ -425,12 +442,13 @@ class Scheduler:
         if reason != "cancelled":
             tail = seq.detector.flush()
             if tail or seq.pending_logprobs:
-                req.sink(TokenEvent(tail, [], self._take_logprobs(seq)))
+                self._emit(seq, TokenEvent(tail, [], self._take_logprobs(seq)))
         ttft = 1000.0 * (seq.t_first - req.arrival) if seq.t_first else None
         gen_rate = None
         if seq.t_first and seq.t_last and seq.completion_tokens > 1 and seq.t_last > seq.t_first:
             gen_rate = (seq.completion_tokens - 1) / (seq.t_last - seq.t_first)
-        req.sink(
+        self._emit(
+            seq,
             FinishEvent(
                 reason, seq.n_prompt, seq.completion_tokens, seq.cached_tokens, ttft, gen_rate
             )
@@ -457,12 +475,21 @@ class Scheduler:
             self._release_seq_id(seq.seq_id)
         seq.seq_id = -1
 
+    def _emit(self, seq: Sequence, event: EngineEvent) -> None:
+        self._outbox.append((seq.request.sink, event))
+
+    def _flush_events(self) -> None:
+        outbox, self._outbox = self._outbox, []
+        for sink, event in outbox:
+            try:
+                sink(event)
+            except Exception:  # a broken client must not take the engine down
+                log.exception("event sink failed")
+
     def _emit_error(self, seq: Sequence, message: str) -> None:
         self.stats.errors += 1
-        try:
-            seq.request.sink(ErrorEvent(message))
-        finally:
-            seq.sampler.close()
+        self._emit(seq, ErrorEvent(message))
+        seq.sampler.close()
 
     def _publish_gauges(self) -> None:
         stats = self.stats
