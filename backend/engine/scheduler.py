@@ -298,23 +298,19 @@ class Scheduler:
 
     # ---- one decode step ------------------------------------------------------------
     def _plan(self) -> list[tuple[Sequence, int]]:
-        """Tokens to decode this step, per sequence.
-
-        A prompt's last token is decoded on its own, like a generated token, never as
-        the tail of a prefill chunk. A prompt served from cached KV decodes exactly
-        that one token too, so a repeated request computes its first logits the same
-        way as a fresh one (llama.cpp's CPU matmuls round differently for one row
-        than for a chunk of rows).
-        """
+        """Tokens to decode this step, per sequence: one token for every sequence that
+        is generating, then prompt chunks up to ``n_batch``. A chunk that ends a
+        prompt reads its logits in the same step, so a sequence's first token never
+        waits for a later (possibly prefill-heavy) step."""
         plan: list[tuple[Sequence, int]] = []
         budget = self._n_batch
-        for seq in self._running:  # sequences ready for logits first: one token each
+        for seq in self._running:
             if seq.remaining == 1 and budget > 0:
                 plan.append((seq, 1))
                 budget -= 1
-        for seq in self._running:  # then prompt chunks, all but the last prompt token
+        for seq in self._running:
             if seq.remaining > 1 and budget > 0:
-                chunk = min(seq.remaining - 1, budget)
+                chunk = min(seq.remaining, budget)
                 plan.append((seq, chunk))
                 budget -= chunk
         return plan
