@@ -9,6 +9,8 @@ Peers (same model file, threads, parallel slots, context and batch sizes):
 Each server starts on 127.0.0.1 at a free port, is benchmarked with ``backend.bench``
 (warm-up, >= 3 repetitions, medians) with and without a shared system prompt, its RSS is
 sampled (psutil, whole process tree), and it is stopped before the next one starts.
+With ``--interleave N`` all servers stay loaded and take turns repetition by repetition
+(N passes), which keeps ratios steady when the machine's speed drifts.
 Writes ``peer-compare.json`` (all results + ratios vs llama-server), ``peer-compare.png``
 (absolute figures), ``peer-ratios.png`` (ratios) and the server logs into --out, and prints
 a table. The machine may be shared: figures are medians and only ratios from one run mean much.
@@ -226,22 +228,97 @@ def merge_rounds(rounds: list[BenchResult]) -> BenchResult:
         notes=list(dict.fromkeys(n for r in rounds for n in r.notes)),
         server=dict(rounds[-1].server),
     )
-    for scenario in first.scenarios:
-        pooled = ScenarioResult(scenario.name, scenario.shared_prefix_tokens)
-        for level in scenario.levels:
-            reps = []
-            for r in rounds:
-                other = r.scenario(scenario.name)
-                found = other.level(level.concurrency) if other else None
-                reps.extend(found.repetitions if found else [])
-            numbered = [replace(rep, repetition=i) for i, rep in enumerate(reps)]
-            pooled.levels.append(LevelResult(level.concurrency, numbered))
-        merged.scenarios.append(pooled)
+    pooled: dict[str, ScenarioResult] = {}
+    levels: dict[tuple[str, int], LevelResult] = {}
+    for r in rounds:
+        for scenario in r.scenarios:
+            if scenario.name not in pooled:
+                pooled[scenario.name] = ScenarioResult(scenario.name, scenario.shared_prefix_tokens)
+                merged.scenarios.append(pooled[scenario.name])
+            for level in scenario.levels:
+                at = (scenario.name, level.concurrency)
+                if at not in levels:
+                    levels[at] = LevelResult(level.concurrency, [])
+                    pooled[scenario.name].levels.append(levels[at])
+                reps = levels[at].repetitions
+                reps.extend(replace(rep, repetition=len(reps) + i)
+                            for i, rep in enumerate(level.repetitions))
+    for scenario in merged.scenarios:
+        scenario.levels.sort(key=lambda lv: lv.concurrency)
     for key in ("rss_bytes_loaded", "rss_bytes_peak"):
         merged.server[key] = max(r.server[key] for r in rounds)
     merged.server["load_avg_1min"] = [r.server["load_avg_1min"] for r in rounds]
     merged.server["rounds"] = len(rounds)
     return merged
+
+
+def bench_interleaved(
+    specs: list[ServerSpec], knobs: Knobs, base: BenchConfig, out: Path, timeout_s: float,
+    passes: int,
+) -> dict[str, list[BenchResult]]:
+    """All servers loaded at once (an idle one uses no CPU); every repetition of every
+    level runs on each server back to back, the order alternating, so a slow spell of a
+    shared machine falls on all servers alike. Every (pass, level) has its own prompts, the
+same for every server."""
+    results: dict[str, list[BenchResult]] = {spec.name: [] for spec in specs}
+    with contextlib.ExitStack() as stack:
+        procs: dict[str, tuple[str, psutil.Process]] = {}
+        for spec in specs:
+            url, proc = stack.enter_context(
+                started(spec, knobs, out / f"{spec.name}.log", timeout_s))
+            procs[spec.name] = (url, psutil.Process(proc.pid))
+        loaded = {name: tree_rss(ps) for name, (_, ps) in procs.items()}
+        peak = dict(loaded)
+        stop = threading.Event()
+
+        def sample() -> None:
+            while not stop.wait(0.5):
+                for name, (_, ps) in procs.items():
+                    with contextlib.suppress(psutil.Error):
+                        peak[name] = max(peak[name], tree_rss(ps))
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+
+        def one(spec: ServerSpec, **change: Any) -> BenchResult:
+            config = replace(base, label=spec.name, url=procs[spec.name][0],
+                             **spec.bench_overrides)
+            return run_benchmark(replace(config, **change))
+
+        try:
+            for spec in specs:  # untimed warm-up of each server
+                one(spec, concurrency=(max(base.concurrency),), repetitions=1,
+                    include_plain=True, shared_prefix_tokens=0, seed=base.seed - 1)
+            for p in range(passes):
+                for scenario, prefix in base.scenarios():
+                    for c in base.concurrency:
+                        order = specs[p % len(specs):] + specs[:p % len(specs)]
+                        for spec in order:
+                            load = os.getloadavg()[0]
+                            r = one(spec, concurrency=(c,), repetitions=1, warmup=False,
+                                    include_plain=prefix == 0, shared_prefix_tokens=prefix,
+                                    seed=base.seed + 1000 * (p + 1) + c)
+                            rep = r.scenarios[0].levels[0].repetitions[0]
+                            print(f"  pass {p + 1}/{passes} {scenario} c={c} {spec.name}: "
+                                  f"{rep.tokens_per_s:.1f} tok/s, TTFT p99 "
+                                  f"{rep.ttft_ms_p99:.0f} ms", flush=True)
+                            r.server = {"argv": spec.argv(knobs, 0)[1:], "note": spec.note,
+                                        "load_avg_1min": [round(load, 2)]}
+                            results[spec.name].append(r)
+        finally:
+            stop.set()
+            sampler.join()
+        for spec in specs:
+            url, ps = procs[spec.name]
+            extra: dict[str, Any] = {
+                "rss_bytes_loaded": loaded[spec.name], "rss_bytes_peak": peak[spec.name],
+                "rss_bytes_end": tree_rss(ps), "interleaved": True,
+            }
+            if spec.name == "ours":
+                extra.update(ours_stats(url))
+            for r in results[spec.name]:
+                r.server.update(extra)
+    return results
 
 
 RATIO_FIELDS = ("tokens_per_s", "ttft_ms_p50", "ttft_ms_p99", "itl_ms_p50", "requests_per_s")
@@ -358,6 +435,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--rounds", type=int, default=1,
                    help="servers take turns this many times; repetitions of all rounds are "
                    "pooled (fairer on a machine whose load changes)")
+    p.add_argument("--interleave", type=int, default=0, metavar="PASSES",
+                   help="load all servers at once and alternate them repetition by "
+                   "repetition, PASSES times (replaces --reps/--rounds; steadier ratios on a "
+                   "busy machine)")
     p.add_argument("--requests-per-client", type=int, default=2)
     p.add_argument("--prompt-tokens", type=int, default=64)
     p.add_argument("--max-tokens", type=int, default=32)
@@ -446,8 +527,16 @@ def main(argv: list[str] | None = None) -> int:
             write_ratio_plot(table, out / "peer-ratios.png")
         return results, table
 
+    if args.interleave:
+        try:
+            rounds.update(bench_interleaved(
+                [specs[n] for n in names], knobs, base, out, args.startup_timeout,
+                args.interleave))
+        except Exception as exc:
+            failures["interleaved"] = f"{type(exc).__name__}: {exc}"
+            print(f"  interleaved run failed: {failures['interleaved']}", flush=True)
     # Servers take turns, round after round, so a change in the machine's load hits all alike.
-    for rnd in range(args.rounds):
+    for rnd in range(0 if args.interleave else args.rounds):
         for name in names:
             if name in failures:
                 continue

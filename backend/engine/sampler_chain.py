@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 
 import llama_cpp
+import numpy as np
 
 from backend.engine.errors import InvalidRequestError
 from backend.engine.request_types import SamplingParams
@@ -16,6 +17,7 @@ class SamplerChain:
     def __init__(
         self, params: SamplingParams, vocab: object, n_vocab: int, eog: frozenset[int]
     ) -> None:
+        self.n_vocab = n_vocab
         sparams = llama_cpp.llama_sampler_chain_default_params()
         sparams.no_perf = True
         self.chain = llama_cpp.llama_sampler_chain_init(sparams)
@@ -44,11 +46,12 @@ class SamplerChain:
                 self.close()
                 raise InvalidRequestError("the grammar could not be parsed", param="grammar")
             add(grammar)
-        if (
+        penalised = (
             params.repeat_penalty != 1.0
             or params.presence_penalty != 0.0
             or params.frequency_penalty != 0.0
-        ):
+        )
+        if penalised:
             add(
                 llama_cpp.llama_sampler_init_penalties(
                     n_vocab,
@@ -60,6 +63,9 @@ class SamplerChain:
             )
         if params.greedy:
             add(llama_cpp.llama_sampler_init_greedy())
+            # Stateless greedy with only negative biases: an unbiased argmax is the answer.
+            if not params.grammar and not penalised and all(v <= 0 for v in bias.values()):
+                self._argmax_skip = frozenset(bias)
             return
         if params.top_k > 0:
             add(llama_cpp.llama_sampler_init_top_k(params.top_k))
@@ -76,8 +82,18 @@ class SamplerChain:
     def _add(self, sampler: object) -> None:
         llama_cpp.llama_sampler_chain_add(self.chain, sampler)
 
+    _argmax_skip: frozenset[int] | None = None
+
     def sample(self, ctx: object, batch_index: int) -> int:
         """Sample from the logits of ``batch_index`` and accept the token."""
+        if self._argmax_skip is not None:
+            # Plain greedy: numpy's argmax over the logits row (first maximum, like
+            # llama.cpp's greedy sampler) instead of building a candidate array of the
+            # whole vocabulary; a biased winner goes through the chain.
+            ptr = llama_cpp.llama_get_logits_ith(ctx, batch_index)
+            token = int(np.ctypeslib.as_array(ptr, shape=(self.n_vocab,)).argmax())
+            if token not in self._argmax_skip:
+                return token
         return int(llama_cpp.llama_sampler_sample(self.chain, ctx, batch_index))
 
     def close(self) -> None:

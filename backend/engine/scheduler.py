@@ -447,7 +447,7 @@ class Scheduler:
             seq,
             FinishEvent(
                 reason, seq.n_prompt, seq.completion_tokens, seq.cached_tokens, ttft, gen_rate
-            )
+            ),
         )
         seq.sampler.close()
         if reason == "cancelled":
