@@ -45,7 +45,8 @@ class Engine:
             self.model_id = DEFAULT_MODEL_ID
         else:
             self.model_id = self.model_path.name.removesuffix(".gguf")
-        n_seq_max = settings.parallel + settings.prefix_cache_entries
+        cache_entries = 0 if settings.kv_per_slot else settings.prefix_cache_entries
+        n_seq_max = settings.parallel + cache_entries
         t0 = time.perf_counter()
         self.runtime = ModelRuntime(self.model_path, settings, n_seq_max=n_seq_max)
         self.load_seconds = time.perf_counter() - t0
@@ -56,7 +57,7 @@ class Engine:
         self.scheduler = Scheduler(
             self.runtime,
             parallel=settings.parallel,
-            cache_entries=settings.prefix_cache_entries,
+            cache_entries=cache_entries,
             max_queue=settings.max_queue,
         )
         self.ready = False
@@ -64,7 +65,8 @@ class Engine:
 
     @property
     def n_ctx(self) -> int:
-        return self.runtime.n_ctx
+        """Tokens one request may hold (a slot's stream with --kv-per-slot)."""
+        return self.runtime.n_ctx_seq
 
     def start(self, *, warmup: bool = True) -> None:
         self.scheduler.start()
@@ -170,7 +172,9 @@ class Engine:
             "id": self.model_id,
             "path": str(self.model_path),
             "architecture": info.architecture,
-            "n_ctx": self.n_ctx,
+            "n_ctx": self.runtime.n_ctx,
+            "n_ctx_seq": self.runtime.n_ctx_seq,
+            "kv_unified": self.runtime.kv_unified,
             "n_ctx_train": info.n_ctx_train,
             "n_parallel": s.parallel,
             "n_layer": info.n_layer,

@@ -12,6 +12,13 @@ requests with the same long system prompt arrive together, the first one
 prefills it and the others wait until it is computed, then copy it: N requests,
 one prefill.
 
+With ``--kv-per-slot`` every sequence id is a slot with its own KV stream (llama.cpp's
+non-unified cache, as llama-server runs with an explicit ``-np``): a row attends only to
+its own slot. Idle slots keep their last prompt as the prefix cache. A new request takes
+the lowest idle slot, so the running slots stay contiguous and llama.cpp keeps each step
+in one micro-batch. If that slot still caches something, the prefix is first moved to a
+spare slot. A shared prefix held by another slot is copied whole-stream, then trimmed.
+
 Events for clients are gathered during a step and handed over in one burst right
 before the next ``llama_decode``, which releases the GIL for the whole forward
 pass: the server's event loop then formats and sends them while the model runs,
@@ -67,6 +74,7 @@ class Scheduler:
         self._cache: OrderedDict[int, CacheEntry] = OrderedDict()
         self._free_ids = list(range(runtime.n_seq_max - 1, -1, -1))
         self._kv = KvAccounting(runtime.n_ctx)
+        self._per_slot = not runtime.kv_unified
         self._admit_counter = 0
         self._n_batch = runtime.n_batch
         self._batch = llama_cpp.llama_batch_init(self._n_batch, 0, 1)
@@ -227,6 +235,8 @@ class Scheduler:
         matched, src, src_cached = self._best_source(seq, target)
         if self._worth_waiting(seq, target, matched):
             return "defer"
+        if self._per_slot:
+            return self._admit_to_slot(seq, matched, src)
         need = len(seq.tokens) - matched
         protect = {src} if src >= 0 else set()
         while self._kv.free - self._pending_cells() - need < self.watermark:
@@ -249,6 +259,53 @@ class Scheduler:
             self._kv.truncate(src, matched)
         else:
             return "wait"
+        self._admitted(seq, matched)
+        if src_cached and src in self._cache:
+            self._cache.move_to_end(src)
+        return "admitted"
+
+    def _admit_to_slot(self, seq: Sequence, matched: int, src: int) -> str:
+        idle = sorted([*self._free_ids, *self._cache])
+        if not idle:
+            return "wait"
+        dst = idle[0]
+        mem = self.rt.memory
+        if dst in self._cache and dst != src:
+            self._move_cached_slot(dst, avoid=src)
+        if matched > 0 and src != dst:
+            # cross-stream copies are whole-stream; applied at the next llama_decode
+            llama_cpp.llama_memory_seq_cp(mem, src, dst, -1, -1)
+        llama_cpp.llama_memory_seq_rm(mem, dst, matched, -1)
+        if src in self._cache:
+            self._cache.move_to_end(src)
+        self._cache.pop(dst, None)
+        if dst in self._free_ids:
+            self._free_ids.remove(dst)
+        self._kv.remove(dst)
+        self._kv.extend(dst, matched)
+        seq.seq_id = dst
+        self._admitted(seq, matched)
+        return "admitted"
+
+    def _move_cached_slot(self, slot: int, *, avoid: int) -> None:
+        """Keep the prefix cached in ``slot`` by copying it to an empty slot, else over the
+        least recently used cached one, before ``slot`` is reused."""
+        spare = [s for s in sorted(self._free_ids, reverse=True) if s != avoid]
+        if not spare:
+            spare = [s for s in self._cache if s not in (slot, avoid)]
+        entry = self._cache[slot]
+        if not spare:
+            return
+        to = spare[0]
+        llama_cpp.llama_memory_seq_cp(self.rt.memory, slot, to, -1, -1)
+        self._cache.pop(to, None)
+        if to in self._free_ids:
+            self._free_ids.remove(to)
+        self._kv.remove(to)
+        self._kv.extend(to, len(entry.tokens))
+        self._cache[to] = CacheEntry(to, entry.tokens)
+
+    def _admitted(self, seq: Sequence, matched: int) -> None:
         seq.n_past = matched
         if seq.preempted == 0:
             seq.cached_tokens = matched
@@ -257,13 +314,10 @@ class Scheduler:
                 self.stats.prefix_tokens_saved += matched
             else:
                 self.stats.prefix_misses += 1
-        if src_cached and src in self._cache:
-            self._cache.move_to_end(src)
         self._admit_counter += 1
         seq.admit_order = self._admit_counter
         self._running.append(seq)
         self._dequeued()
-        return "admitted"
 
     def _evict_cache_entry(self, protect: set[int]) -> bool:
         for seq_id in self._cache:
@@ -313,6 +367,8 @@ class Scheduler:
                 chunk = min(seq.remaining, budget)
                 plan.append((seq, chunk))
                 budget -= chunk
+        if self._per_slot:  # llama.cpp splits per-slot batches by runs of increasing slot ids
+            plan.sort(key=lambda item: item[0].seq_id)
         return plan
 
     def _step(self) -> None:
@@ -430,7 +486,7 @@ class Scheduler:
             self._emit(seq, TokenEvent(text, [token], self._take_logprobs(seq)))
         if seq.detector.stopped:
             self._finish(seq, "stop")
-        elif seq.completion_tokens >= req.max_tokens or len(seq.tokens) >= self.rt.n_ctx:
+        elif seq.completion_tokens >= req.max_tokens or len(seq.tokens) >= self.rt.n_ctx_seq:
             self._finish(seq, "length")
 
     def _finish(self, seq: Sequence, reason: str) -> None:
@@ -460,7 +516,12 @@ class Scheduler:
 
     def _retire(self, seq: Sequence, *, keep: bool) -> None:
         """Free the sequence's KV at once, or keep it as a prefix-cache entry."""
-        if keep and self.cache_entries > 0 and seq.n_past > 0:
+        if keep and self._per_slot and seq.n_past > 0:  # the idle slot is the cache
+            llama_cpp.llama_memory_seq_rm(self.rt.memory, seq.seq_id, seq.n_past, -1)
+            self._kv.truncate(seq.seq_id, seq.n_past)
+            tokens = np.asarray(seq.tokens[: seq.n_past], dtype=np.int32)
+            self._cache[seq.seq_id] = CacheEntry(seq.seq_id, tokens)
+        elif keep and self.cache_entries > 0 and seq.n_past > 0:
             llama_cpp.llama_memory_seq_rm(self.rt.memory, seq.seq_id, seq.n_past, -1)
             self._kv.truncate(seq.seq_id, seq.n_past)
             entry = CacheEntry(seq.seq_id, np.asarray(seq.tokens[: seq.n_past], dtype=np.int32))

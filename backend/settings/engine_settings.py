@@ -95,11 +95,25 @@ class EngineSettings(BaseSettings):
         description="CPU threads for prompt processing (default: --threads)",
         json_schema_extra={"flags": ["-tb", "--threads-batch"]},
     )
+    kv_per_slot: bool = Field(
+        False,
+        description=(
+            "Give each parallel sequence its own KV stream of ctx-size/parallel cells, as "
+            "llama-server does with an explicit -np (default: one unified KV cache, where one "
+            "request may use the whole context). Rows then attend only to their own slot; "
+            "idle slots keep their prompts for reuse and shared prefixes are copied between "
+            "slots"
+        ),
+        json_schema_extra={"flags": ["-no-kvu", "--no-kv-unified", "--kv-per-slot"]},
+    )
     prefix_cache_entries: int = Field(
         8,
         ge=0,
         le=64,
-        description="Finished sequences whose KV is kept for prefix reuse (0 disables)",
+        description=(
+            "Finished sequences whose KV is kept for prefix reuse (0 disables); with "
+            "--kv-per-slot the idle slots are the cache"
+        ),
         json_schema_extra={"flags": ["--prefix-cache"]},
     )
     max_queue: int = Field(

@@ -1,0 +1,114 @@
+"""--kv-per-slot: each sequence in its own KV stream, idle slots as the prefix cache."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+
+import openai
+import pytest
+
+from tests.server.conftest import LiveServer, start_server, wait_healthy
+from tests.server.test_prefix_cache import SYSTEM
+
+MODEL = "SmolLM2-135M-Instruct"
+PARALLEL = 4
+SLOT = 2048
+
+
+@pytest.fixture(scope="module")
+def slot_server() -> Iterator[LiveServer]:
+    server = start_server(ctx_size=PARALLEL * SLOT, parallel=PARALLEL, kv_per_slot=True)
+    wait_healthy(server.base_url)
+    yield server
+    server.handle.stop()
+
+
+def _chat(
+    server: LiveServer, messages: list[dict[str, str]], max_tokens: int = 8
+) -> tuple[str, int]:
+    r = server.client().chat.completions.create(
+        model=MODEL,
+        messages=messages,
+        max_tokens=max_tokens,
+        temperature=0,  # type: ignore[arg-type]
+    )
+    assert r.usage is not None
+    cached = r.usage.prompt_tokens_details.cached_tokens  # type: ignore[union-attr]
+    return r.choices[0].message.content or "", int(cached or 0)
+
+
+def test_the_engine_reports_per_slot_streams(slot_server: LiveServer) -> None:
+    model = slot_server.stats()["model"]
+    assert model["kv_unified"] is False
+    assert model["n_ctx_seq"] == SLOT and model["n_ctx"] == PARALLEL * SLOT
+
+
+def test_concurrent_requests_share_one_prefill_across_slots(slot_server: LiveServer) -> None:
+    before = slot_server.stats()
+    questions = [f"Question {i}: what is {i} times {i}?" for i in range(PARALLEL)]
+    barrier = threading.Barrier(len(questions))
+    answers: list[str] = []
+
+    def go(q: str) -> None:
+        barrier.wait()
+        answers.append(
+            _chat(
+                slot_server, [{"role": "system", "content": SYSTEM}, {"role": "user", "content": q}]
+            )[0]
+        )
+
+    threads = [threading.Thread(target=go, args=(q,)) for q in questions]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    after = slot_server.stats()
+    received = after["tokens"]["prompt_total"] - before["tokens"]["prompt_total"]
+    decoded = after["tokens"]["prompt_decoded_total"] - before["tokens"]["prompt_decoded_total"]
+    per_request = received / len(questions)
+    assert per_request > 500
+    assert decoded < 2 * per_request, (decoded, per_request)  # the system prompt once
+    assert len(answers) == len(questions) and all(answers)
+
+
+def test_two_conversations_keep_their_cache_in_alternation(slot_server: LiveServer) -> None:
+    """The second conversation takes the lowest slot; the first one's prompt is moved to a
+    spare slot instead of being lost, so both follow-up turns are served from cache."""
+    systems = [SYSTEM, SYSTEM.replace("politely", "briefly").replace("colour", "number")]
+    history: list[list[dict[str, str]]] = []
+    for system in systems:
+        messages = [{"role": "system", "content": system}, {"role": "user", "content": "Hi."}]
+        answer, _ = _chat(slot_server, messages)
+        history.append([*messages, {"role": "assistant", "content": answer}])
+    for messages in history:
+        _, cached = _chat(slot_server, [*messages, {"role": "user", "content": "And then?"}])
+        assert cached > 500, cached
+
+
+def test_greedy_text_under_concurrency_matches_alone(slot_server: LiveServer) -> None:
+    prompts = [f"Write one sentence about the number {n}." for n in (3, 7, 11, 19)]
+
+    def ask(p: str) -> str:
+        return _chat(slot_server, [{"role": "user", "content": p}], max_tokens=24)[0]
+
+    alone = [ask(p) for p in prompts]
+    together: dict[int, str] = {}
+    threads = [
+        threading.Thread(target=lambda i=i: together.__setitem__(i, ask(prompts[i])))
+        for i in range(len(prompts))
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for i, text in enumerate(alone):
+        assert together[i].split()[:4] == text.split()[:4], (together[i], text)
+
+
+def test_a_request_longer_than_a_slot_is_refused_with_the_numbers(
+    slot_server: LiveServer,
+) -> None:
+    with pytest.raises(openai.BadRequestError) as err:
+        slot_server.client().completions.create(model=MODEL, prompt="word " * 1800, max_tokens=400)
+    assert str(SLOT) in str(err.value)
