@@ -65,6 +65,7 @@ class Knobs:
     ctx: int
     batch: int
     ubatch: int
+    kv_unified: bool = False
 
 
 @dataclass
@@ -82,7 +83,7 @@ def _ours(k: Knobs, port: int) -> list[str]:
         "--host", "127.0.0.1", "--port", str(port),
         "-np", str(k.parallel), "-t", str(k.threads), "-tb", str(k.threads),
         "-c", str(k.ctx), "-b", str(k.batch), "-ub", str(k.ubatch),
-    ]
+    ] + ([] if k.kv_unified else ["--kv-per-slot"])
 
 
 def _llama_server(binary: Path) -> Callable[[Knobs, int], list[str]]:
@@ -91,7 +92,7 @@ def _llama_server(binary: Path) -> Callable[[Knobs, int], list[str]]:
             str(binary), "-m", str(k.model), "--host", "127.0.0.1", "--port", str(port),
             "-np", str(k.parallel), "-t", str(k.threads), "-tb", str(k.threads),
             "-c", str(k.ctx), "-b", str(k.batch), "-ub", str(k.ubatch), "--no-webui",
-        ]
+        ] + (["-kvu"] if k.kv_unified else [])
     return argv
 
 
@@ -430,6 +431,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="total KV cells (default: parallel x (prefix + prompt + output + 128))")
     p.add_argument("-b", "--batch-size", type=int, default=512)
     p.add_argument("-ub", "--ubatch-size", type=int, default=512)
+    p.add_argument("--kv-unified", action="store_true",
+                   help="one KV cache for all slots on both servers (default: a stream per "
+                   "slot, which is llama-server's layout with an explicit -np)")
     p.add_argument("--concurrency", default="1,4,8,16")
     p.add_argument("--reps", type=int, default=3, help="timed repetitions per round")
     p.add_argument("--rounds", type=int, default=1,
@@ -460,7 +464,10 @@ def main(argv: list[str] | None = None) -> int:
     ctx = args.ctx_size or args.parallel * (
         args.shared_prefix_tokens + args.prompt_tokens + args.max_tokens + 128
     )
-    knobs = Knobs(model, args.threads, args.parallel, ctx, args.batch_size, args.ubatch_size)
+    knobs = Knobs(
+        model, args.threads, args.parallel, ctx, args.batch_size, args.ubatch_size,
+        kv_unified=args.kv_unified,
+    )
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     out: Path = args.out or ROOT / "bench-results" / f"peer-{stamp}"
     out.mkdir(parents=True, exist_ok=True)
