@@ -36,6 +36,7 @@ class ServerKnobs(BaseModel):
     cache_type_k: CacheType = "f16"
     cache_type_v: CacheType = "f16"
     flash_attn: FlashAttn = "auto"
+    kv_per_slot: bool = False
     threads: int = Field(default_factory=lambda: max(1, min(8, os.cpu_count() or 1)), ge=1, le=512)
     host: str = "127.0.0.1"
     port: int = Field(default=8080, ge=0, le=65_535)

@@ -44,6 +44,8 @@ def serve_arguments(knobs: ServerKnobs, port_file: Path, port: int | None = None
         "-fa", knobs.flash_attn,
         "-t", str(knobs.threads),
     ]
+    if knobs.kv_per_slot:
+        args.append("--kv-per-slot")
     if knobs.api_key:
         args += ["--api-key", knobs.api_key]
     for origin in knobs.cors_origins:

@@ -170,12 +170,19 @@ class ServerPage(QWidget):
         self.ctv_combo.setToolTip("A quantised V cache needs flash attention")
         self.fa_combo = QComboBox()
         self.fa_combo.addItems(["auto", "on", "off"])
+        self.kv_layout_combo = QComboBox()
+        self.kv_layout_combo.addItems(["unified", "per slot"])
+        self.kv_layout_combo.setToolTip(
+            "unified: one cache for all sequences, one request may use the whole context.\n"
+            "per slot: each sequence gets context/parallel cells of its own (llama-server's "
+            "layout with -np); faster when many requests run at once"
+        )
         pairs = [
             ("Context length", self.ctx_spin, "Parallel sequences", self.parallel_spin),
             ("Batch size", self.batch_spin, "Micro-batch size", self.ubatch_spin),
             ("GPU layers", self.ngl_spin, "CPU threads", self.threads_spin),
             ("K cache type", self.ctk_combo, "V cache type", self.ctv_combo),
-            ("Flash attention", self.fa_combo, None, None),
+            ("Flash attention", self.fa_combo, "KV cache", self.kv_layout_combo),
         ]
         for row, (l1, w1, l2, w2) in enumerate(pairs):
             grid.addWidget(QLabel(l1), row, 0)
@@ -188,7 +195,7 @@ class ServerPage(QWidget):
         for spin in (self.ctx_spin, self.parallel_spin, self.batch_spin, self.ubatch_spin,
                      self.ngl_spin, self.threads_spin):
             spin.valueChanged.connect(self._on_knob_changed)
-        for combo in (self.ctk_combo, self.ctv_combo, self.fa_combo):
+        for combo in (self.ctk_combo, self.ctv_combo, self.fa_combo, self.kv_layout_combo):
             combo.currentIndexChanged.connect(self._on_knob_changed)
         return box
 
@@ -340,6 +347,7 @@ class ServerPage(QWidget):
         self.ctk_combo.setCurrentText(k.cache_type_k)
         self.ctv_combo.setCurrentText(k.cache_type_v)
         self.fa_combo.setCurrentText(k.flash_attn)
+        self.kv_layout_combo.setCurrentIndex(1 if k.kv_per_slot else 0)
         self.host_edit.setText(k.host)
         self.port_spin.setValue(k.port)
         self.key_edit.setText(k.api_key)
@@ -358,6 +366,7 @@ class ServerPage(QWidget):
             cache_type_k=self.ctk_combo.currentText(),  # type: ignore[arg-type]
             cache_type_v=self.ctv_combo.currentText(),  # type: ignore[arg-type]
             flash_attn=self.fa_combo.currentText(),  # type: ignore[arg-type]
+            kv_per_slot=self.kv_layout_combo.currentIndex() == 1,
             threads=self.threads_spin.value(),
             host=self.host_edit.text().strip() or "127.0.0.1",
             port=self.port_spin.value(),

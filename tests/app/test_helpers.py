@@ -19,7 +19,8 @@ from backend.cli.main import build_parser
 
 def test_serve_arguments_are_accepted_by_the_real_cli(tmp_path: Path) -> None:
     knobs = ServerKnobs(ctx_size=1024, parallel=2, cache_type_k="q8_0", flash_attn="on",
-                        api_key="sekret", cors_origins=["http://a", "http://b"], port=0)
+                        api_key="sekret", cors_origins=["http://a", "http://b"], port=0,
+                        kv_per_slot=True)
     args = serve_arguments(knobs, tmp_path / "port")
     assert launcher_prefix()[-3:] == [sys.executable, "-m", "backend.cli.main"]
     parsed = build_parser().parse_args(args)
@@ -27,6 +28,7 @@ def test_serve_arguments_are_accepted_by_the_real_cli(tmp_path: Path) -> None:
     assert parsed.ctx_size == "1024" or parsed.ctx_size == 1024
     assert parsed.cache_type_k == "q8_0"
     assert parsed.flash_attn == "on"
+    assert parsed.kv_per_slot is True
     assert parsed.api_key == "sekret"
     assert parsed.cors_origins == ["http://a", "http://b"]
     assert parsed.port_file == str(tmp_path / "port")
