@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 
 import openai
@@ -112,3 +113,37 @@ def test_a_request_longer_than_a_slot_is_refused_with_the_numbers(
     with pytest.raises(openai.BadRequestError) as err:
         slot_server.client().completions.create(model=MODEL, prompt="word " * 1800, max_tokens=400)
     assert str(SLOT) in str(err.value)
+
+
+def test_n_choices_copy_the_prompt_between_slots(slot_server: LiveServer) -> None:
+    before = slot_server.stats()
+    r = slot_server.client().chat.completions.create(
+        model=MODEL,
+        n=3,
+        max_tokens=12,
+        temperature=1.0,
+        seed=11,
+        messages=[{"role": "user", "content": "Invent a name for a new colour, with a story."}],
+    )
+    after = slot_server.stats()
+    assert all(c.message.content for c in r.choices)
+    assert r.usage is not None
+    decoded = after["tokens"]["prompt_decoded_total"] - before["tokens"]["prompt_decoded_total"]
+    assert decoded <= r.usage.prompt_tokens + 2, (decoded, r.usage.prompt_tokens)
+
+
+def test_a_disconnected_stream_frees_its_slot(slot_server: LiveServer) -> None:
+    stream = slot_server.client().completions.create(
+        model=MODEL, prompt="Count slowly:", max_tokens=400, stream=True
+    )
+    for i, _ in enumerate(stream):
+        if i == 3:
+            break
+    stream.close()
+    deadline = time.monotonic() + 10
+    while slot_server.stats()["requests"]["running"] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert slot_server.stats()["requests"]["running"] == 0
+    # the slot is usable again: a full answer still comes back
+    text, _ = _chat(slot_server, [{"role": "user", "content": "Say hello."}])
+    assert text
