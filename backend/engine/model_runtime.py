@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import llama_cpp
+import numpy as np
 
 from backend.engine.errors import InvalidRequestError, ModelLoadError
 from backend.engine.kv_geometry import GGML_TYPE_ID, kv_bytes_per_cell
@@ -41,6 +42,12 @@ def _init_backend() -> None:
 def gpu_offload_supported() -> bool:
     """Whether this llama.cpp build can offload layers to a GPU."""
     return bool(llama_cpp.llama_supports_gpu_offload())
+
+
+def logits_row(ctx: object, index: int, n_vocab: int) -> np.ndarray:
+    """A view of the logits of batch row ``index`` (valid until the next decode)."""
+    ptr = llama_cpp.llama_get_logits_ith(ctx, index)
+    return np.ctypeslib.as_array(ptr, shape=(n_vocab,))
 
 
 @dataclass(frozen=True)

@@ -5,14 +5,17 @@ from __future__ import annotations
 import random
 
 import llama_cpp
-import numpy as np
 
 from backend.engine.errors import InvalidRequestError
+from backend.engine.model_runtime import logits_row
 from backend.engine.request_types import SamplingParams
 
 
 class SamplerChain:
     """Owns a ``llama_sampler`` chain; free it with :meth:`close`."""
+
+    # plain greedy: the biased tokens that send a winner through the chain (None: no fast path)
+    _argmax_skip: frozenset[int] | None = None
 
     def __init__(
         self, params: SamplingParams, vocab: object, n_vocab: int, eog: frozenset[int]
@@ -82,16 +85,13 @@ class SamplerChain:
     def _add(self, sampler: object) -> None:
         llama_cpp.llama_sampler_chain_add(self.chain, sampler)
 
-    _argmax_skip: frozenset[int] | None = None
-
     def sample(self, ctx: object, batch_index: int) -> int:
         """Sample from the logits of ``batch_index`` and accept the token."""
         if self._argmax_skip is not None:
             # Plain greedy: numpy's argmax over the logits row (first maximum, like
             # llama.cpp's greedy sampler) instead of building a candidate array of the
             # whole vocabulary; a biased winner goes through the chain.
-            ptr = llama_cpp.llama_get_logits_ith(ctx, batch_index)
-            token = int(np.ctypeslib.as_array(ptr, shape=(self.n_vocab,)).argmax())
+            token = int(logits_row(ctx, batch_index, self.n_vocab).argmax())
             if token not in self._argmax_skip:
                 return token
         return int(llama_cpp.llama_sampler_sample(self.chain, ctx, batch_index))

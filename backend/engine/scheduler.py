@@ -39,7 +39,7 @@ import numpy as np
 from backend.engine.engine_stats import EngineStats
 from backend.engine.errors import EngineStoppedError, QueueFullError
 from backend.engine.kv_accounting import KvAccounting
-from backend.engine.model_runtime import ModelRuntime
+from backend.engine.model_runtime import ModelRuntime, logits_row
 from backend.engine.request_types import (
     EngineEvent,
     ErrorEvent,
@@ -265,24 +265,18 @@ class Scheduler:
         return "admitted"
 
     def _admit_to_slot(self, seq: Sequence, matched: int, src: int) -> str:
-        idle = sorted([*self._free_ids, *self._cache])
-        if not idle:
+        dst = min([*self._free_ids, *self._cache], default=-1)
+        if dst < 0:
             return "wait"
-        dst = idle[0]
-        mem = self.rt.memory
         if dst in self._cache and dst != src:
             self._move_cached_slot(dst, avoid=src)
         if matched > 0 and src != dst:
             # cross-stream copies are whole-stream; applied at the next llama_decode
-            llama_cpp.llama_memory_seq_cp(mem, src, dst, -1, -1)
-        llama_cpp.llama_memory_seq_rm(mem, dst, matched, -1)
+            llama_cpp.llama_memory_seq_cp(self.rt.memory, src, dst, -1, -1)
+        llama_cpp.llama_memory_seq_rm(self.rt.memory, dst, matched, -1)
         if src in self._cache:
             self._cache.move_to_end(src)
-        self._cache.pop(dst, None)
-        if dst in self._free_ids:
-            self._free_ids.remove(dst)
-        self._kv.remove(dst)
-        self._kv.extend(dst, matched)
+        self._claim_slot(dst, matched)
         seq.seq_id = dst
         self._admitted(seq, matched)
         return "admitted"
@@ -291,19 +285,21 @@ class Scheduler:
         """Keep the prefix cached in ``slot`` by copying it to an empty slot, else over the
         least recently used cached one, before ``slot`` is reused."""
         spare = [s for s in sorted(self._free_ids, reverse=True) if s != avoid]
-        if not spare:
-            spare = [s for s in self._cache if s not in (slot, avoid)]
-        entry = self._cache[slot]
+        spare = spare or [s for s in self._cache if s not in (slot, avoid)]
         if not spare:
             return
-        to = spare[0]
+        to, tokens = spare[0], self._cache[slot].tokens
         llama_cpp.llama_memory_seq_cp(self.rt.memory, slot, to, -1, -1)
-        self._cache.pop(to, None)
-        if to in self._free_ids:
-            self._free_ids.remove(to)
-        self._kv.remove(to)
-        self._kv.extend(to, len(entry.tokens))
-        self._cache[to] = CacheEntry(to, entry.tokens)
+        self._claim_slot(to, len(tokens))
+        self._cache[to] = CacheEntry(to, tokens)
+
+    def _claim_slot(self, slot: int, n_cells: int) -> None:
+        """``slot`` now holds ``n_cells`` cells for a new owner: no longer free or cached."""
+        self._cache.pop(slot, None)
+        if slot in self._free_ids:
+            self._free_ids.remove(slot)
+        self._kv.remove(slot)
+        self._kv.extend(slot, n_cells)
 
     def _admitted(self, seq: Sequence, matched: int) -> None:
         seq.n_past = matched
@@ -429,8 +425,7 @@ class Scheduler:
         self.stats.record_step(step_s, step_s - decode_s - sample_s, prompt_tokens, gen_tokens, i)
 
     def _logits(self, index: int) -> np.ndarray:
-        ptr = llama_cpp.llama_get_logits_ith(self.rt.ctx, index)
-        return np.ctypeslib.as_array(ptr, shape=(self.rt.n_vocab,)).astype(np.float64)
+        return logits_row(self.rt.ctx, index, self.rt.n_vocab).astype(np.float64)
 
     def _record_logprob(self, seq: Sequence, logits: np.ndarray, token: int, top_k: int) -> None:
         shifted = logits - logits.max()
@@ -515,18 +510,14 @@ class Scheduler:
             self._retire(seq, keep=reason != "cancelled")
 
     def _retire(self, seq: Sequence, *, keep: bool) -> None:
-        """Free the sequence's KV at once, or keep it as a prefix-cache entry."""
-        if keep and self._per_slot and seq.n_past > 0:  # the idle slot is the cache
-            llama_cpp.llama_memory_seq_rm(self.rt.memory, seq.seq_id, seq.n_past, -1)
-            self._kv.truncate(seq.seq_id, seq.n_past)
-            tokens = np.asarray(seq.tokens[: seq.n_past], dtype=np.int32)
-            self._cache[seq.seq_id] = CacheEntry(seq.seq_id, tokens)
-        elif keep and self.cache_entries > 0 and seq.n_past > 0:
+        """Free the sequence's KV at once, or keep it as a prefix-cache entry (with
+        per-slot KV the idle slot itself is the cache, with no count limit)."""
+        if keep and seq.n_past > 0 and (self._per_slot or self.cache_entries > 0):
             llama_cpp.llama_memory_seq_rm(self.rt.memory, seq.seq_id, seq.n_past, -1)
             self._kv.truncate(seq.seq_id, seq.n_past)
             entry = CacheEntry(seq.seq_id, np.asarray(seq.tokens[: seq.n_past], dtype=np.int32))
             self._cache[seq.seq_id] = entry
-            while len(self._cache) > self.cache_entries:
+            while not self._per_slot and len(self._cache) > self.cache_entries:
                 self._evict_cache_entry({seq.seq_id})
         else:
             self._release_seq_id(seq.seq_id)
