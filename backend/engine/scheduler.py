@@ -268,7 +268,9 @@ class Scheduler:
         dst = min([*self._free_ids, *self._cache], default=-1)
         if dst < 0:
             return "wait"
-        if dst in self._cache and dst != src:
+        cached = self._cache.get(dst)
+        if cached is not None and not (dst == src and matched >= len(cached.tokens)):
+            # the new prompt doesn't just extend what dst caches: keep that elsewhere
             self._move_cached_slot(dst, avoid=src)
         if matched > 0 and src != dst:
             # cross-stream copies are whole-stream; applied at the next llama_decode

@@ -73,3 +73,24 @@ def live_server() -> Iterator[LiveServer]:
     wait_healthy(server.base_url)
     yield server
     server.handle.stop()
+
+
+SLOTS = 4
+SLOT_CELLS = 2048
+
+
+@pytest.fixture(scope="package")
+def slot_server() -> Iterator[LiveServer]:
+    """A server with a KV stream per slot (--kv-per-slot)."""
+    server = start_server(ctx_size=SLOTS * SLOT_CELLS, parallel=SLOTS, kv_per_slot=True)
+    wait_healthy(server.base_url)
+    yield server
+    server.handle.stop()
+
+
+@pytest.fixture(params=["unified", "per-slot"])
+def either_kv_server(request: pytest.FixtureRequest) -> LiveServer:
+    """The same test against the unified-KV server and the per-slot one."""
+    name = "live_server" if request.param == "unified" else "slot_server"
+    server: LiveServer = request.getfixturevalue(name)
+    return server

@@ -158,7 +158,8 @@ def test_chat_logprobs(live_server: LiveServer) -> None:
         assert sum(math.exp(x) for x in lps) <= 1.0 + 1e-6
 
 
-def test_n_choices_share_one_prompt_prefill(live_server: LiveServer) -> None:
+def test_n_choices_share_one_prompt_prefill(either_kv_server: LiveServer) -> None:
+    live_server = either_kv_server
     before = live_server.stats()
     r = live_server.client().chat.completions.create(
         model=MODEL,

@@ -22,7 +22,8 @@ def _ask(server: LiveServer, question: str) -> str:
     return r.choices[0].message.content or ""
 
 
-def test_concurrent_requests_share_one_prefill(live_server: LiveServer) -> None:
+def test_concurrent_requests_share_one_prefill(either_kv_server: LiveServer) -> None:
+    live_server = either_kv_server
     before = live_server.stats()
     questions = [f"Question number {i}: what is {i} plus {i}?" for i in range(6)]
     barrier = threading.Barrier(len(questions))
@@ -50,7 +51,8 @@ def test_concurrent_requests_share_one_prefill(live_server: LiveServer) -> None:
     assert len(answers) == len(questions) and all(answers)
 
 
-def test_follow_up_turn_reuses_the_cached_conversation(live_server: LiveServer) -> None:
+def test_follow_up_turn_reuses_the_cached_conversation(either_kv_server: LiveServer) -> None:
+    live_server = either_kv_server
     first = _ask(live_server, "Name a fruit.")
     before = live_server.stats()
     r = live_server.client().chat.completions.create(
