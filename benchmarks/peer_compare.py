@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import math
 import os
 import socket
@@ -164,6 +165,27 @@ def started(spec: ServerSpec, knobs: Knobs, log_path: Path, timeout_s: float) ->
                 proc.wait(timeout=10)
 
 
+@contextlib.contextmanager
+def peak_rss(procs: dict[str, psutil.Process]) -> Iterator[dict[str, int]]:
+    """Sample each process tree's RSS every 0.5 s; yields name -> peak so far."""
+    peak = {name: tree_rss(ps) for name, ps in procs.items()}
+    stop = threading.Event()
+
+    def sample() -> None:
+        while not stop.wait(0.5):
+            for name, ps in procs.items():
+                with contextlib.suppress(psutil.Error):
+                    peak[name] = max(peak[name], tree_rss(ps))
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    try:
+        yield peak
+    finally:
+        stop.set()
+        sampler.join()
+
+
 def ours_stats(url: str) -> dict[str, Any]:
     """Model and KV sizes from our /v1/stats, for the RSS target (model + KV + 400 MB)."""
     try:
@@ -187,30 +209,17 @@ def bench_one(
     with started(spec, knobs, out / log_name, timeout_s) as (url, proc):
         ps = psutil.Process(proc.pid)
         rss_loaded = tree_rss(ps)
-        peak = [rss_loaded]
-        stop = threading.Event()
-
-        def sample() -> None:
-            while not stop.wait(0.5):
-                with contextlib.suppress(psutil.Error):
-                    peak[0] = max(peak[0], tree_rss(ps))
-
-        sampler = threading.Thread(target=sample, daemon=True)
-        sampler.start()
 
         def progress(p: BenchProgress) -> None:
             print(f"  [{spec.name}] {p.done}/{p.total} {p.message}", flush=True)
 
-        try:
+        with peak_rss({spec.name: ps}) as peak:
             result = run_benchmark(replace(config, url=url), progress=progress)
-        finally:
-            stop.set()
-            sampler.join()
         result.server = {
             "argv": spec.argv(knobs, 0)[1:],
             "rss_bytes_loaded": rss_loaded,
             "rss_bytes_end": tree_rss(ps),
-            "rss_bytes_peak": peak[0],
+            "rss_bytes_peak": peak[spec.name],
             "load_avg_1min": [round(load_before, 2), round(os.getloadavg()[0], 2)],
             "note": spec.note,
         }
@@ -259,64 +268,47 @@ def bench_interleaved(
 ) -> dict[str, list[BenchResult]]:
     """All servers loaded at once (an idle one uses no CPU); every repetition of every
     level runs on each server back to back, the order alternating, so a slow spell of a
-    shared machine falls on all servers alike. Every (pass, level) has its own prompts, the
-same for every server."""
+    shared machine falls on all servers alike. Every (pass, level) has its own prompts,
+    the same for every server."""
     results: dict[str, list[BenchResult]] = {spec.name: [] for spec in specs}
     with contextlib.ExitStack() as stack:
-        procs: dict[str, tuple[str, psutil.Process]] = {}
+        urls: dict[str, str] = {}
+        procs: dict[str, psutil.Process] = {}
         for spec in specs:
             url, proc = stack.enter_context(
                 started(spec, knobs, out / f"{spec.name}.log", timeout_s))
-            procs[spec.name] = (url, psutil.Process(proc.pid))
-        loaded = {name: tree_rss(ps) for name, (_, ps) in procs.items()}
-        peak = dict(loaded)
-        stop = threading.Event()
-
-        def sample() -> None:
-            while not stop.wait(0.5):
-                for name, (_, ps) in procs.items():
-                    with contextlib.suppress(psutil.Error):
-                        peak[name] = max(peak[name], tree_rss(ps))
-
-        sampler = threading.Thread(target=sample, daemon=True)
-        sampler.start()
+            urls[spec.name], procs[spec.name] = url, psutil.Process(proc.pid)
+        loaded = {name: tree_rss(ps) for name, ps in procs.items()}
 
         def one(spec: ServerSpec, **change: Any) -> BenchResult:
-            config = replace(base, label=spec.name, url=procs[spec.name][0],
-                             **spec.bench_overrides)
+            config = replace(base, label=spec.name, url=urls[spec.name], **spec.bench_overrides)
             return run_benchmark(replace(config, **change))
 
-        try:
+        with peak_rss(procs) as peak:
             for spec in specs:  # untimed warm-up of each server
                 one(spec, concurrency=(max(base.concurrency),), repetitions=1,
                     include_plain=True, shared_prefix_tokens=0, seed=base.seed - 1)
-            for p in range(passes):
-                for scenario, prefix in base.scenarios():
-                    for c in base.concurrency:
-                        order = specs[p % len(specs):] + specs[:p % len(specs)]
-                        for spec in order:
-                            load = os.getloadavg()[0]
-                            r = one(spec, concurrency=(c,), repetitions=1, warmup=False,
-                                    include_plain=prefix == 0, shared_prefix_tokens=prefix,
-                                    seed=base.seed + 1000 * (p + 1) + c)
-                            rep = r.scenarios[0].levels[0].repetitions[0]
-                            print(f"  pass {p + 1}/{passes} {scenario} c={c} {spec.name}: "
-                                  f"{rep.tokens_per_s:.1f} tok/s, TTFT p99 "
-                                  f"{rep.ttft_ms_p99:.0f} ms", flush=True)
-                            r.server = {"argv": spec.argv(knobs, 0)[1:], "note": spec.note,
-                                        "load_avg_1min": [round(load, 2)]}
-                            results[spec.name].append(r)
-        finally:
-            stop.set()
-            sampler.join()
+            levels = itertools.product(range(passes), base.scenarios(), base.concurrency)
+            for p, (scenario, prefix), c in levels:
+                for spec in specs[p % len(specs):] + specs[:p % len(specs)]:
+                    load = os.getloadavg()[0]
+                    r = one(spec, concurrency=(c,), repetitions=1, warmup=False,
+                            include_plain=prefix == 0, shared_prefix_tokens=prefix,
+                            seed=base.seed + 1000 * (p + 1) + c)
+                    rep = r.scenarios[0].levels[0].repetitions[0]
+                    print(f"  pass {p + 1}/{passes} {scenario} c={c} {spec.name}: "
+                          f"{rep.tokens_per_s:.1f} tok/s, TTFT p99 {rep.ttft_ms_p99:.0f} ms",
+                          flush=True)
+                    r.server = {"argv": spec.argv(knobs, 0)[1:], "note": spec.note,
+                                "load_avg_1min": [round(load, 2)]}
+                    results[spec.name].append(r)
         for spec in specs:
-            url, ps = procs[spec.name]
             extra: dict[str, Any] = {
                 "rss_bytes_loaded": loaded[spec.name], "rss_bytes_peak": peak[spec.name],
-                "rss_bytes_end": tree_rss(ps), "interleaved": True,
+                "rss_bytes_end": tree_rss(procs[spec.name]), "interleaved": True,
             }
             if spec.name == "ours":
-                extra.update(ours_stats(url))
+                extra.update(ours_stats(urls[spec.name]))
             for r in results[spec.name]:
                 r.server.update(extra)
     return results
