@@ -77,6 +77,28 @@ def _bare_env(tmp: Path) -> dict[str, str]:
     }
 
 
+def _healthy_url(port_file: Path) -> str | None:
+    """The server's base URL once it has written its port file and answers /health."""
+    text = port_file.read_text().strip() if port_file.is_file() else ""
+    if not text:
+        return None
+    url = f"http://127.0.0.1:{int(text)}"
+    try:
+        return url if httpx.get(f"{url}/health", timeout=2).status_code == 200 else None
+    except httpx.HTTPError:
+        return None
+
+
+def _terminate(proc: subprocess.Popen[bytes], timeout: float) -> None:
+    """SIGTERM, then SIGKILL if it hasn't exited within ``timeout``."""
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 @pytest.fixture
 def bundle_server(bundle_exe: Path, tmp_path: Path) -> Iterator[tuple[str, float, Path]]:
     """(base URL, launch time, log path) of ``quantdesk serve`` run from the bundle."""
@@ -97,14 +119,9 @@ def bundle_server(bundle_exe: Path, tmp_path: Path) -> Iterator[tuple[str, float
         while time.monotonic() < deadline:
             if proc.poll() is not None:
                 pytest.fail(f"bundle exited {proc.returncode}:\n{log_path.read_text()[-3000:]}")
-            text = port_file.read_text().strip() if port_file.is_file() else ""
-            if text:
-                url = f"http://127.0.0.1:{int(text)}"
-                try:
-                    if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    pass
+            url = _healthy_url(port_file)
+            if url:
+                break
             time.sleep(0.2)
         else:
             tail = log_path.read_text()[-3000:]
@@ -112,12 +129,7 @@ def bundle_server(bundle_exe: Path, tmp_path: Path) -> Iterator[tuple[str, float
         assert url is not None
         yield url, launched, log_path
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        _terminate(proc, timeout=20)
 
 
 def test_bundle_layout_has_llama_libs_and_embedded_model(bundle_exe: Path) -> None:
@@ -214,21 +226,10 @@ def test_frozen_gui_starts_its_server_child(bundle_exe: Path, tmp_path: Path) ->
             if child is None:
                 continue
             port_file = Path(child.cmdline()[child.cmdline().index("--port-file") + 1])
-            text = port_file.read_text().strip() if port_file.is_file() else ""
-            if text:
-                try:
-                    response = httpx.get(f"http://127.0.0.1:{int(text)}/health", timeout=2)
-                    healthy = response.status_code == 200
-                except httpx.HTTPError:
-                    pass
+            healthy = _healthy_url(port_file) is not None
         assert healthy, "the GUI's server child never became healthy"
     finally:
-        gui.send_signal(signal.SIGTERM)
-        try:
-            gui.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            gui.kill()
-            gui.wait()
+        _terminate(gui, timeout=30)
     assert child is not None
     psutil.wait_procs([child], timeout=15)
     assert not child.is_running(), "the server child outlived the window"
