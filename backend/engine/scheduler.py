@@ -54,6 +54,8 @@ log = logging.getLogger(__name__)
 
 # Wait for a running prefill rather than recompute, when it would save this many tokens.
 MIN_SHARED_PREFIX = 32
+# ggml's CPU flash attention runs its fast tiled kernel from this many query rows per KV stream.
+FA_TILE = 64
 
 
 class Scheduler:
@@ -227,6 +229,8 @@ class Scheduler:
             if future > run.n_past and (
                 gain >= MIN_SHARED_PREFIX or (future == limit and gain > 0)
             ):
+                if not run.n_past < run.branch_at <= future:
+                    run.branch_at = future
                 return True
         return False
 
@@ -349,37 +353,79 @@ class Scheduler:
         return True
 
     # ---- one decode step ------------------------------------------------------------
-    def _plan(self) -> list[tuple[Sequence, int]]:
-        """Tokens to decode this step, per sequence: one token for every sequence that
-        is generating, then prompt chunks up to ``n_batch``. A chunk that ends a
-        prompt reads its logits in the same step, so a sequence's first token never
-        waits for a later (possibly prefill-heavy) step."""
-        plan: list[tuple[Sequence, int]] = []
+    def _plan(self) -> list[list[tuple[Sequence, int]]]:
+        """Tokens to decode this step, per sequence, as the batches of one or two
+        ``llama_decode`` calls: one token for every sequence that is generating, then
+        prompt chunks up to ``n_batch``. A chunk that ends a prompt reads its logits in
+        the same step, so a sequence's first token never waits for a later (possibly
+        prefill-heavy) step. A prefill that requests are waiting on stops at the end of
+        the prefix they share (``branch_at``): they join in the next step, and every
+        prompt in it has only its own suffix left.
+
+        With a KV stream per slot, llama.cpp cuts a batch into micro-batches of equal
+        tokens per slot over runs of consecutive slot ids, and its CPU flash attention
+        only takes the fast tiled kernel with at least ``FA_TILE`` query rows per slot.
+        A decode row next to a new prompt would cut the prompt to 1 + (n - 1) rows, and a
+        short chunk would cut its long neighbours down to its own length. So long prompt
+        chunks get their own call, decode rows and short chunks the other, and only
+        the step's first prompt may start a short chunk just to use up the budget."""
+        decode: list[tuple[Sequence, int]] = []
+        prompt: list[tuple[Sequence, int]] = []
         budget = self._n_batch
         for seq in self._running:
             if seq.remaining == 1 and budget > 0:
-                plan.append((seq, 1))
+                decode.append((seq, 1))
                 budget -= 1
         for seq in self._running:
             if seq.remaining > 1 and budget > 0:
-                chunk = min(seq.remaining, budget)
-                plan.append((seq, chunk))
+                want = seq.remaining
+                if seq.n_past < seq.branch_at:
+                    want = min(want, seq.branch_at - seq.n_past)
+                chunk = min(want, budget)
+                if self._per_slot and prompt and chunk < min(want, FA_TILE):
+                    continue  # next step, in one piece (the first prompt always goes)
+                prompt.append((seq, chunk))
                 budget -= chunk
-        if self._per_slot:  # llama.cpp splits per-slot batches by runs of increasing slot ids
-            plan.sort(key=lambda item: item[0].seq_id)
-        return plan
+        if not self._per_slot:
+            return [decode + prompt] if decode or prompt else []
+        long = [item for item in prompt if item[1] >= FA_TILE]
+        rest = decode + [item for item in prompt if item[1] < FA_TILE]
+        by_slot = [sorted(group, key=lambda item: item[0].seq_id) for group in (rest, long)]
+        return [group for group in by_slot if group]
 
     def _step(self) -> None:
         t0 = time.perf_counter()
         plan = self._plan()
-        need = sum(n for _, n in plan)
+        need = sum(n for group in plan for _, n in group)
         while need > self._kv.free:
             if not (self._evict_cache_entry(set()) or self._preempt_youngest()):
                 break
             plan = self._plan()
-            need = sum(n for _, n in plan)
-        if not plan:
-            return
+            need = sum(n for group in plan for _, n in group)
+        decode_s = sample_s = 0.0
+        prompt_tokens = gen_tokens = n_tokens = 0
+        for group in plan:
+            if any(seq not in self._running for seq, _ in group):
+                continue  # a failed call before this one dropped or preempted it
+            timings = self._decode_and_sample(group)
+            if timings is None:
+                break
+            decode_s += timings[0]
+            sample_s += timings[1]
+            prompt_tokens += timings[2]
+            gen_tokens += timings[3]
+            n_tokens += timings[4]
+        if n_tokens:
+            step_s = time.perf_counter() - t0
+            python_s = step_s - decode_s - sample_s
+            self.stats.record_step(step_s, python_s, prompt_tokens, gen_tokens, n_tokens)
+
+    def _decode_and_sample(
+        self, plan: list[tuple[Sequence, int]]
+    ) -> tuple[float, float, int, int, int] | None:
+        """One ``llama_decode`` over ``plan``, then a token for every sequence whose
+        prompt or last token it completed. (decode s, sample s, prompt tokens,
+        generated tokens, batch tokens), or None when the call failed."""
         batch = self._batch
         i = 0
         logits_at: list[tuple[Sequence, int]] = []
@@ -408,23 +454,19 @@ class Scheduler:
         decode_s = time.perf_counter() - t_dec
         if rc != 0:
             self._decode_failed(rc, plan)
-            return
+            return None
         for seq, n in plan:
             self._kv.extend(seq.seq_id, n)
             seq.n_past += n
-        gen_tokens = 0
         t_samp = time.perf_counter()
         for seq, index in logits_at:
             want = seq.request.sampling.logprobs
             logits = self._logits(index) if want is not None else None
             token = seq.sampler.sample(self.rt.ctx, index)
-            gen_tokens += 1
             if logits is not None and want is not None:
                 self._record_logprob(seq, logits, token, want)
             self._on_token(seq, token)
-        sample_s = time.perf_counter() - t_samp
-        step_s = time.perf_counter() - t0
-        self.stats.record_step(step_s, step_s - decode_s - sample_s, prompt_tokens, gen_tokens, i)
+        return decode_s, time.perf_counter() - t_samp, prompt_tokens, len(logits_at), i
 
     def _logits(self, index: int) -> np.ndarray:
         return logits_row(self.rt.ctx, index, self.rt.n_vocab).astype(np.float64)

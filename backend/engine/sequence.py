@@ -32,6 +32,7 @@ class Sequence:
     t_last: float | None = None
     cancelled: bool = False
     preempted: int = 0
+    branch_at: int = 0  # waiting requests share the prompt up to here: end a chunk there
     cum_logprob: float = 0.0
     pending_logprobs: list[TokenLogprob] = field(default_factory=list)
 

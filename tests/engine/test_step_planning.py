@@ -1,0 +1,146 @@
+"""How the scheduler cuts work into llama_decode calls, driven step by step on the real model.
+
+The scheduler thread is not started: the test calls the steps the thread would run, so
+it can look at every plan. Each plan is really decoded, so the KV and positions stay
+consistent and a wrong plan fails in llama.cpp too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from backend.bench.prompts import request_prompt, shared_prefix
+from backend.engine.engine import Engine
+from backend.engine.request_types import EngineEvent, FinishEvent, SamplingParams, TokenEvent
+from backend.engine.scheduler import FA_TILE, Scheduler
+from backend.engine.sequence import Sequence
+from backend.settings.engine_settings import EngineSettings
+
+SLOTS = 4
+
+
+@pytest.fixture(params=[True, False], ids=["per-slot", "unified"])
+def engine(request: pytest.FixtureRequest) -> Iterator[Engine]:
+    settings = EngineSettings(
+        ctx_size=SLOTS * 1536,
+        parallel=SLOTS,
+        batch_size=512,
+        ubatch_size=512,
+        kv_per_slot=request.param,
+    )
+    eng = Engine(settings)  # not started: the test drives the scheduler
+    yield eng
+    eng.scheduler.close()
+    eng.runtime.close()
+
+
+class Inbox:
+    def __init__(self) -> None:
+        self.events: list[EngineEvent] = []
+
+    def __call__(self, event: EngineEvent) -> None:
+        self.events.append(event)
+
+    @property
+    def first_token(self) -> bool:
+        return any(isinstance(e, TokenEvent) for e in self.events)
+
+
+def submit(eng: Engine, text: str, max_tokens: int = 4) -> Inbox:
+    inbox = Inbox()
+    tokens = eng.tokenize(text)
+    eng.submit(
+        tokens,
+        max_tokens=max_tokens,
+        sampling=SamplingParams(temperature=0.0, ignore_eos=True),
+        sink=inbox,
+    )
+    return inbox
+
+
+def tick(sched: Scheduler) -> list[list[tuple[Sequence, int]]]:
+    """One iteration of the scheduler loop; returns the plan the step ran."""
+    sched._drain_inbox(block=False)
+    sched._admit()
+    plan = sched._plan()
+    if sched._running:
+        sched._step()
+    sched._flush_events()
+    return plan
+
+
+def running(sched: Scheduler) -> list[Sequence]:
+    return sorted(sched._running, key=lambda s: s.request.request_id)
+
+
+def test_a_prefill_others_wait_on_stops_where_their_prompts_branch(engine: Engine) -> None:
+    sched = engine.scheduler
+    system = shared_prefix(700, "branch")
+    inboxes = [submit(engine, f"{system}\n\n{request_prompt(80, 'a')}")]
+    first = tick(sched)
+    (leader,) = running(sched)
+    assert [(s, n) for g in first for s, n in g] == [(leader, 512)]
+
+    inboxes += [submit(engine, f"{system}\n\n{request_prompt(80, k)}") for k in "bc"]
+    plan = tick(sched)  # b and c wait for the leader's prefix instead of recomputing it
+    assert running(sched) == [leader]
+    branch = leader.branch_at
+    assert 600 < branch < leader.n_prompt
+    assert [(s, n) for g in plan for s, n in g] == [(leader, branch - 512)]
+    assert leader.n_past == branch
+
+    plan = tick(sched)  # all three now have only their own suffix left, in one call
+    leader_, b, c = running(sched)
+    assert leader_ is leader
+    assert b.cached_tokens == c.cached_tokens == branch
+    assert len(plan) == 1
+    assert sorted(n for _, n in plan[0]) == sorted(s.n_prompt - branch for s in (leader, b, c))
+    assert all(inbox.first_token for inbox in inboxes)
+    while sched._running:
+        tick(sched)
+    finishes = [e for inbox in inboxes for e in inbox.events if isinstance(e, FinishEvent)]
+    assert [f.completion_tokens for f in finishes] == [4, 4, 4]
+    assert sched.stats.prefix_tokens_saved == 2 * branch
+
+
+def test_per_slot_steps_keep_long_prompt_chunks_apart_from_decode_rows(engine: Engine) -> None:
+    sched = engine.scheduler
+    submit(engine, request_prompt(40, "gen"), max_tokens=8)
+    tick(sched)  # prompt in, first token out: it generates from now on
+    (gen,) = running(sched)
+    assert gen.generating
+
+    submit(engine, request_prompt(2 * FA_TILE, "long"))
+    submit(engine, request_prompt(FA_TILE // 4, "short"))
+    plan = tick(sched)
+    _, long_seq, short_seq = running(sched)
+    if not engine.runtime.kv_unified:
+        # llama.cpp's CPU flash attention is fast from FA_TILE rows per KV stream: the long
+        # prompt gets a call of its own, the decode row and the short prompt the other
+        assert [[s for s, _ in g] for g in plan] == [
+            sorted([gen, short_seq], key=lambda s: s.seq_id),
+            [long_seq],
+        ]
+        assert dict(plan[1])[long_seq] == long_seq.n_prompt
+    else:
+        assert len(plan) == 1
+        assert {s for s, _ in plan[0]} == {gen, long_seq, short_seq}
+    assert long_seq.n_past == long_seq.n_prompt
+    assert short_seq.n_past == short_seq.n_prompt
+    assert gen.completion_tokens == 2
+
+
+@pytest.mark.parametrize("engine", [True], indirect=True, ids=["per-slot"])
+def test_per_slot_leftover_budget_does_not_start_a_short_chunk(engine: Engine) -> None:
+    sched = engine.scheduler
+    submit(engine, request_prompt(512 - FA_TILE // 2, "fills"))
+    submit(engine, request_prompt(3 * FA_TILE, "waits"))
+    plan = tick(sched)
+    fills, waits = running(sched)
+    planned = {s: n for g in plan for s, n in g}
+    assert planned[fills] == fills.n_prompt
+    assert waits not in planned  # FA_TILE / 2 left: it goes whole in the next step
+    plan = tick(sched)
+    assert {s: n for g in plan for s, n in g}[waits] == waits.n_prompt
