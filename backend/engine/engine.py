@@ -60,6 +60,7 @@ class Engine:
             cache_entries=cache_entries,
             max_queue=settings.max_queue,
         )
+        self.arrivals = self.scheduler.arrivals
         self.ready = False
         self.created = int(time.time())
 

@@ -10,7 +10,8 @@ running sequence or a finished one kept in the prefix cache) gets those cells
 through ``llama_memory_seq_cp`` instead of recomputing them. When several
 requests with the same long system prompt arrive together, the first one
 prefills it and the others wait until it is computed, then copy it: N requests,
-one prefill.
+one prefill. That prefill pauses where the prompts branch, so the next step holds
+every request's own suffix.
 
 With ``--kv-per-slot`` every sequence id is a slot with its own KV stream (llama.cpp's
 non-unified cache, as llama-server runs with an explicit ``-np``): a row attends only to
@@ -18,6 +19,8 @@ its own slot. Idle slots keep their last prompt as the prefix cache. A new reque
 the lowest idle slot, so the running slots stay contiguous and llama.cpp keeps each step
 in one micro-batch. If that slot still caches something, the prefix is first moved to a
 spare slot. A shared prefix held by another slot is copied whole-stream, then trimmed.
+A step whose prompt chunks are long enough for the CPU's tiled flash attention
+(``FA_TILE`` rows per slot) decodes them in a call of their own, apart from the decode rows.
 
 Events for clients are gathered during a step and handed over in one burst right
 before the next ``llama_decode``, which releases the GIL for the whole forward
@@ -36,6 +39,7 @@ from collections import OrderedDict, deque
 import llama_cpp
 import numpy as np
 
+from backend.engine.arrivals import Arrivals
 from backend.engine.engine_stats import EngineStats
 from backend.engine.errors import EngineStoppedError, QueueFullError
 from backend.engine.kv_accounting import KvAccounting
@@ -56,6 +60,8 @@ log = logging.getLogger(__name__)
 MIN_SHARED_PREFIX = 32
 # ggml's CPU flash attention runs its fast tiled kernel from this many query rows per KV stream.
 FA_TILE = 64
+# Before admitting new prompts, wait at most this long for requests still being prepared.
+ARRIVAL_WINDOW_S = 0.02
 
 
 class Scheduler:
@@ -67,6 +73,8 @@ class Scheduler:
         self.cache_entries = cache_entries
         self.max_queue = max_queue
         self.stats = EngineStats()
+        self.arrivals = Arrivals()
+        self.arrival_window = ARRIVAL_WINDOW_S
         self._inbox: queue.SimpleQueue[tuple[str, object]] = queue.SimpleQueue()
         self._queued_lock = threading.Lock()
         self._queued = 0
@@ -125,8 +133,7 @@ class Scheduler:
         )
         try:
             while not self._stop.is_set():
-                idle = not self._running and not self._waiting
-                self._drain_inbox(block=idle)
+                self._collect(block=not self._running and not self._waiting)
                 if self._stop.is_set():
                     break
                 self._admit()
@@ -148,24 +155,35 @@ class Scheduler:
             self._waiting.clear()
             self._flush_events()
 
-    def _drain_inbox(self, *, block: bool) -> None:
+    def _collect(self, *, block: bool) -> None:
+        """Take new requests and cancellations. When new requests came in while others
+        are still being prepared by the server, wait (at most ``arrival_window``) for
+        those too, so that they share the first prefill step rather than wait a whole one."""
+        if self._drain_inbox(block=block) and self.arrivals.pending:
+            self.arrivals.wait_settled(self.arrival_window)
+            self._drain_inbox(block=False)
+
+    def _drain_inbox(self, *, block: bool) -> int:
+        """Take everything queued for the scheduler; returns how many new requests."""
         try:
             item = self._inbox.get(timeout=0.5) if block else self._inbox.get_nowait()
         except queue.Empty:
-            return
+            return 0
+        submitted = 0
         while True:
             kind, payload = item
             if kind == "submit":
                 assert isinstance(payload, Sequence)
                 self._waiting.append(payload)
                 self.stats.prompt_total += payload.n_prompt
+                submitted += 1
             elif kind == "cancel":
                 assert isinstance(payload, int)
                 self._cancel(payload)
             try:
                 item = self._inbox.get_nowait()
             except queue.Empty:
-                return
+                return submitted
 
     def _cancel(self, request_id: int) -> None:
         for seq in list(self._waiting):

@@ -16,6 +16,7 @@ from fastapi.middleware.cors import CORSMiddleware
 from prometheus_client import CollectorRegistry
 
 from backend.engine.engine import Engine
+from backend.server.arrival_tracking import ArrivalTracking
 from backend.server.errors import install_error_handlers
 from backend.server.metrics_collector import EngineCollector
 from backend.server.routes import (
@@ -84,6 +85,7 @@ def create_app(
             allow_methods=["GET", "POST", "OPTIONS"],
             allow_headers=["Authorization", "Content-Type"],
         )
+    app.add_middleware(ArrivalTracking)
     install_error_handlers(app)
     for module in (chat, completions, models, monitoring, embeddings, infill, tokenize):
         app.include_router(module.router)

@@ -21,6 +21,7 @@ from backend.engine.request_types import (
     SamplingParams,
     TokenEvent,
 )
+from backend.server.arrival_tracking import submitted
 from backend.server.errors import ApiError, error_body
 from backend.server.schemas import SamplingFields
 
@@ -120,6 +121,8 @@ class ChoiceStreams:
         except Exception:
             self.cancel()
             raise
+        finally:
+            submitted()
 
     def _sink(self, index: int) -> EventSink:
         def sink(event: EngineEvent) -> None:

@@ -7,6 +7,8 @@ consistent and a wrong plan fails in llama.cpp too.
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -62,7 +64,7 @@ def submit(eng: Engine, text: str, max_tokens: int = 4) -> Inbox:
 
 def tick(sched: Scheduler) -> list[list[tuple[Sequence, int]]]:
     """One iteration of the scheduler loop; returns the plan the step ran."""
-    sched._drain_inbox(block=False)
+    sched._collect(block=False)
     sched._admit()
     plan = sched._plan()
     if sched._running:
@@ -144,3 +146,40 @@ def test_per_slot_leftover_budget_does_not_start_a_short_chunk(engine: Engine) -
     assert waits not in planned  # FA_TILE / 2 left: it goes whole in the next step
     plan = tick(sched)
     assert {s: n for g in plan for s, n in g}[waits] == waits.n_prompt
+
+
+def test_requests_still_being_prepared_join_the_first_prefill_step(engine: Engine) -> None:
+    sched = engine.scheduler
+    sched.arrival_window = 30.0  # only the arrivals settling may end the wait
+    late = engine.arrivals.begin()  # the server is still templating a second request
+    submit(engine, request_prompt(100, "early"))
+
+    def prepare_late() -> None:
+        time.sleep(0.05)
+        submit(engine, request_prompt(100, "late"))
+        late.done()
+
+    helper = threading.Thread(target=prepare_late)
+    helper.start()
+    t0 = time.perf_counter()
+    plan = tick(sched)
+    helper.join()
+    assert time.perf_counter() - t0 < 20.0  # it waited for the arrival, not the window
+    assert engine.arrivals.pending == 0
+    early, late_seq = running(sched)
+    assert {s for g in plan for s, _ in g} == {early, late_seq}
+    assert early.n_past == early.n_prompt and late_seq.n_past == late_seq.n_prompt
+
+
+def test_with_nothing_on_its_way_the_scheduler_does_not_wait(engine: Engine) -> None:
+    sched = engine.scheduler
+    sched.arrival_window = 30.0
+    arrival = engine.arrivals.begin()
+    arrival.done()
+    arrival.done()  # closing twice counts once
+    assert engine.arrivals.pending == 0
+    submit(engine, request_prompt(100, "alone"))
+    t0 = time.perf_counter()
+    tick(sched)
+    assert time.perf_counter() - t0 < 20.0
+    assert len(running(sched)) == 1

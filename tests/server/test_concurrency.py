@@ -98,3 +98,28 @@ def test_client_disconnect_frees_its_sequence(live_server: LiveServer) -> None:
     # the abandoned 400-token request stopped early: 2x48 for the others, a few for it
     generated = stats["tokens"]["generated_total"] - before["tokens"]["generated_total"]
     assert generated < 2 * 48 + 60, generated
+
+
+def test_generation_requests_are_tracked_until_submitted(live_server: LiveServer) -> None:
+    """The server tells the scheduler which requests are still being prepared, so that
+    requests arriving together share their first prefill step; every arrival it opens is
+    closed, whether the request succeeds or is refused."""
+    arrivals = live_server.handle.app.state.engine.arrivals
+    opened = arrivals.opened
+    base = live_server.base_url
+    with httpx.Client(timeout=60) as http:
+        ok = http.post(f"{base}/v1/completions", json={"prompt": "One, two,", "max_tokens": 4})
+        bad = http.post(f"{base}/v1/chat/completions", json={"messages": "not a list"})
+        too_long = http.post(
+            f"{base}/v1/completions", json={"prompt": "word " * 5000, "max_tokens": 4}
+        )
+        models = http.get(f"{base}/v1/models")
+    assert (ok.status_code, bad.status_code, too_long.status_code) == (200, 400, 400)
+    assert models.status_code == 200
+    assert arrivals.opened - opened == 3  # the three generation POSTs, not the GET
+    assert arrivals.pending == 0
+    with ThreadPoolExecutor(4) as pool:
+        texts = list(pool.map(lambda p: _chat(live_server, p, 8), PROMPTS[:4]))
+    assert all(texts)
+    assert arrivals.opened - opened == 7
+    assert arrivals.pending == 0
