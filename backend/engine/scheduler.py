@@ -236,7 +236,9 @@ class Scheduler:
         return best, best_src, best_cached
 
     def _worth_waiting(self, seq: Sequence, target: np.ndarray, available: int) -> bool:
-        """A running prefill will soon hold a longer shared prefix than is available now."""
+        """A running prefill will soon hold a longer shared prefix than is available now.
+        If so, that prefill's ``branch_at`` is set to where the prompts part, so that it
+        pauses there and the waiting request joins in the next step."""
         for run in self._running:
             if run.n_past >= run.n_prompt:
                 continue
