@@ -292,10 +292,14 @@ class Scheduler:
         dst = min([*self._free_ids, *self._cache], default=-1)
         if dst < 0:
             return "wait"
+        if src in self._cache and dst in self._cache and not self._free_ids:
+            # Moving dst's prefix away would overwrite a third cached slot: serve the
+            # request from the slot that matches, where its prefix already is.
+            dst = src
         cached = self._cache.get(dst)
         if cached is not None and not (dst == src and matched >= len(cached.tokens)):
             # the new prompt doesn't just extend what dst caches: keep that elsewhere
-            self._move_cached_slot(dst, avoid=src)
+            self._move_cached_slot(dst, avoid=src, kept=matched if dst == src else 0)
         if matched > 0 and src != dst:
             # cross-stream copies are whole-stream; applied at the next llama_decode
             llama_cpp.llama_memory_seq_cp(self.rt.memory, src, dst, -1, -1)
@@ -307,14 +311,17 @@ class Scheduler:
         self._admitted(seq, matched)
         return "admitted"
 
-    def _move_cached_slot(self, slot: int, *, avoid: int) -> None:
-        """Keep the prefix cached in ``slot`` by copying it to an empty slot, else over the
-        least recently used cached one, before ``slot`` is reused."""
+    def _move_cached_slot(self, slot: int, *, avoid: int, kept: int = 0) -> None:
+        """Keep the prefix cached in ``slot`` by copying it to an empty slot before ``slot``
+        is reused, where its first ``kept`` tokens stay. With no empty slot it goes over the
+        least recently used cached one, if that holds fewer tokens than would be lost."""
+        tokens = self._cache[slot].tokens
         spare = [s for s in sorted(self._free_ids, reverse=True) if s != avoid]
-        spare = spare or [s for s in self._cache if s not in (slot, avoid)]
         if not spare:
-            return
-        to, tokens = spare[0], self._cache[slot].tokens
+            spare = [s for s in self._cache if s not in (slot, avoid)]
+            if not spare or len(self._cache[spare[0]].tokens) >= len(tokens) - kept:
+                return
+        to = spare[0]
         llama_cpp.llama_memory_seq_cp(self.rt.memory, slot, to, -1, -1)
         self._claim_slot(to, len(tokens))
         self._cache[to] = CacheEntry(to, tokens)

@@ -91,3 +91,19 @@ def test_a_disconnected_stream_frees_its_slot(slot_server: LiveServer) -> None:
     # the slot is usable again: a full answer still comes back
     text, _ = _chat(slot_server, [{"role": "user", "content": "Say hello."}])
     assert text
+
+
+def test_with_every_slot_cached_each_follow_up_is_served_from_its_own_slot(
+    slot_server: LiveServer,
+) -> None:
+    """As many conversations as slots: no slot is empty, so a follow-up is served in the
+    slot that holds its conversation instead of pushing another conversation out."""
+    history: list[list[dict[str, str]]] = []
+    for k in range(SLOTS):
+        system = f"Conversation number {k}. {SYSTEM}"
+        messages = [{"role": "system", "content": system}, {"role": "user", "content": "Hi."}]
+        answer, _ = _chat(slot_server, messages)
+        history.append([*messages, {"role": "assistant", "content": answer}])
+    for messages in history:
+        _, cached = _chat(slot_server, [*messages, {"role": "user", "content": "And then?"}])
+        assert cached > 500, cached
