@@ -292,7 +292,12 @@ class Scheduler:
         dst = min([*self._free_ids, *self._cache], default=-1)
         if dst < 0:
             return "wait"
-        if src in self._cache and dst in self._cache and not self._free_ids:
+        if (
+            matched >= MIN_SHARED_PREFIX
+            and src in self._cache
+            and dst in self._cache
+            and not self._free_ids
+        ):
             # Moving dst's prefix away would overwrite a third cached slot: serve the
             # request from the slot that matches, where its prefix already is.
             dst = src
