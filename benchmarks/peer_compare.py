@@ -50,6 +50,7 @@ from backend.bench import (
     write_json_atomic,
     write_plot,
 )
+from backend.bench.paired import paired_ratio
 from backend.default_model import resolve_model_path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -346,6 +347,39 @@ def ratios(results: list[BenchResult]) -> dict[str, Any]:
     return out
 
 
+def paired_ratios(results: list[BenchResult]) -> dict[str, Any]:
+    """Tokens/s of each server over llama-server's, repetition by repetition (with
+    --interleave, the two ran back to back on the same prompts): the per-pass ratios, their
+    median, a 90% bootstrap interval of it and the share of passes at >= 1."""
+    base = next((r for r in results if r.label == BASELINE), None)
+    out: dict[str, Any] = {}
+    for result in results:
+        if base is None or result is base:
+            continue
+        for scenario in result.scenarios:
+            base_scenario = base.scenario(scenario.name)
+            for level in scenario.levels:
+                base_level = base_scenario.level(level.concurrency) if base_scenario else None
+                pr = paired_ratio(level, base_level) if base_level else None
+                if pr is not None:
+                    rows = out.setdefault(result.label, {}).setdefault(scenario.name, [])
+                    rows.append({"concurrency": level.concurrency, **pr.to_dict()})
+    return out
+
+
+def paired_table(table: dict[str, Any]) -> str:
+    lines = [f"tokens/s over {BASELINE}'s, pass by pass (median, 90% bootstrap interval, "
+             "share of passes >= 1)"]
+    for label, scenarios in table.items():
+        for scenario, rows in scenarios.items():
+            for row in rows:
+                lo, hi = row["interval"]
+                lines.append(f"{label:<18} {scenario:<14} {row['concurrency']:>4} "
+                             f"{row['median']:>6.2f}  [{lo:.2f}, {hi:.2f}]  "
+                             f"{row['share_at_least_one']:.0%} of {len(row['ratios'])}")
+    return "\n".join(lines)
+
+
 def ratio_table(table: dict[str, Any]) -> str:
     lines = [f"ratios vs {BASELINE} (>1 tok/s is better; <1 latency is better)",
              f"{'server':<18} {'scenario':<14} {'conc':>4} {'tok/s':>7} {'TTFT50':>7} "
@@ -516,6 +550,7 @@ def main(argv: list[str] | None = None) -> int:
             "wall_s": round(time.perf_counter() - started_at, 1),
             "failures": failures,
             "ratios_vs_llama_server": table,
+            "paired_tokens_per_s_vs_llama_server": paired_ratios(results),
             "results": [r.to_dict() for r in results],
         }
         write_json_atomic(summary, out / "peer-compare.json")
@@ -559,6 +594,10 @@ def main(argv: list[str] | None = None) -> int:
     if table:
         print(ratio_table(table))
         print()
+        paired = paired_ratios(results)
+        if paired:
+            print(paired_table(paired))
+            print()
     if results:
         print(rss_table(results))
     for r in results:

@@ -53,6 +53,13 @@ def test_ratios_against_the_baseline(tmp_path: Path) -> None:
             # (loose bounds: a busy machine stretches the fast server's sleeps the most)
             assert 0.1 < row["tokens_per_s"] < 0.8
             assert 1.5 < row["itl_ms_p50"] < 6.0
+    paired = pc.paired_ratios([slow, fast])
+    for rows in paired["ours"].values():
+        assert [row["concurrency"] for row in rows] == [1, 2]
+        for row in rows:
+            assert len(row["ratios"]) == 3 and row["share_at_least_one"] == 0.0
+            assert 0.1 < row["interval"][0] <= row["median"] <= row["interval"][1] < 0.8
+    assert "ours" in pc.paired_table(paired)
     text = pc.ratio_table(table)
     assert "ours" in text and "shared-prefix" in text
     png = pc.write_ratio_plot(table, tmp_path / "ratios.png")
