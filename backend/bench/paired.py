@@ -45,9 +45,7 @@ def bootstrap_median_interval(
     if len(values) == 1:
         return values[0], values[0]
     rng = random.Random(seed)
-    medians = sorted(
-        statistics.median(rng.choices(values, k=len(values))) for _ in range(samples)
-    )
+    medians = sorted(statistics.median(rng.choices(values, k=len(values))) for _ in range(samples))
     tail = (1.0 - confidence) / 2.0
     lo = medians[int(tail * (samples - 1))]
     hi = medians[round((1.0 - tail) * (samples - 1))]

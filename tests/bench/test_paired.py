@@ -13,10 +13,20 @@ from backend.bench.paired import bootstrap_median_interval, paired_ratio
 def _level(tokens_per_s: list[float]) -> LevelResult:
     reps = [
         RepetitionResult(
-            repetition=i, requests=4, errors=0, early_stops=0, wall_s=1.0,
-            generated_tokens=128, prompt_tokens_mean=64.0, tokens_per_s=t,
-            requests_per_s=4.0, ttft_ms_p50=100.0, ttft_ms_p99=120.0, itl_ms_p50=10.0,
-            itl_ms_p99=12.0, tokens_from_usage=True,
+            repetition=i,
+            requests=4,
+            errors=0,
+            early_stops=0,
+            wall_s=1.0,
+            generated_tokens=128,
+            prompt_tokens_mean=64.0,
+            tokens_per_s=t,
+            requests_per_s=4.0,
+            ttft_ms_p50=100.0,
+            ttft_ms_p99=120.0,
+            itl_ms_p50=10.0,
+            itl_ms_p99=12.0,
+            tokens_from_usage=True,
         )
         for i, t in enumerate(tokens_per_s)
     ]
