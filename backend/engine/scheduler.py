@@ -2,8 +2,9 @@
 
 Every step builds one ``llama_batch``: one token for each generating sequence,
 then prompt chunks of admitted sequences up to ``n_batch`` (chunked prefill),
-and calls ``llama_decode`` once. Finished or cancelled sequences free their KV
-at once and waiting requests are admitted in the very next step.
+and calls ``llama_decode`` once. Finished or cancelled sequences leave their slot
+at once (their KV for the tokens already decoded stays as a prefix-cache entry, which
+any new request may evict) and waiting requests are admitted in the very next step.
 
 Prefix sharing: a new prompt that shares a prefix with KV already held (a
 running sequence or a finished one kept in the prefix cache) gets those cells
@@ -19,6 +20,8 @@ its own slot. Idle slots keep their last prompt as the prefix cache. A new reque
 the lowest idle slot, so the running slots stay contiguous and llama.cpp keeps each step
 in one micro-batch. If that slot still caches something, the prefix is first moved to a
 spare slot. A shared prefix held by another slot is copied whole-stream, then trimmed.
+When no slot is empty, a request that extends a cached slot's prefix (a conversation's
+next turn) runs in that slot, wherever it is, rather than push another prefix out.
 A step whose prompt chunks are long enough for the CPU's tiled flash attention
 (``FA_TILE`` rows per slot) decodes them in a call of their own, apart from the decode rows.
 
@@ -159,9 +162,16 @@ class Scheduler:
         """Take new requests and cancellations. When new requests came in while others
         are still being prepared by the server, wait (at most ``arrival_window``) for
         those too, so that they share the first prefill step rather than wait a whole one."""
-        if self._drain_inbox(block=block) and self.arrivals.pending:
+        if self._drain_inbox(block=block) and self.arrivals.pending and self._idle_slots():
             self.arrivals.wait_settled(self.arrival_window)
             self._drain_inbox(block=False)
+
+    def _idle_slots(self) -> bool:
+        """Nothing is generating, so a short wait delays no stream, and a slot is free for
+        the arrivals to join."""
+        return len(self._running) < self.parallel and not any(
+            seq.generating for seq in self._running
+        )
 
     def _drain_inbox(self, *, block: bool) -> int:
         """Take everything queued for the scheduler; returns how many new requests."""
@@ -209,7 +219,8 @@ class Scheduler:
         if not self._waiting or len(self._running) >= self.parallel:
             return
         deferred: list[Sequence] = []
-        while self._waiting and len(self._running) < self.parallel:
+        # deferred requests keep their place: later ones take only the slots left over
+        while self._waiting and len(self._running) + len(deferred) < self.parallel:
             seq = self._waiting.popleft()
             outcome = self._try_admit(seq)
             if outcome == "admitted":
@@ -374,6 +385,7 @@ class Scheduler:
         self._release_seq_id(victim.seq_id)
         victim.seq_id = -1
         victim.n_past = 0
+        victim.branch_at = 0
         victim.preempted += 1
         self.preemptions += 1
         with self._queued_lock:
@@ -583,12 +595,14 @@ class Scheduler:
             self.stats.completed += 1
         if seq in self._running:
             self._running.remove(seq)
-            self._retire(seq, keep=reason != "cancelled")
+            self._retire(seq)
 
-    def _retire(self, seq: Sequence, *, keep: bool) -> None:
-        """Free the sequence's KV at once, or keep it as a prefix-cache entry (with
-        per-slot KV the idle slot itself is the cache, with no count limit)."""
-        if keep and seq.n_past > 0 and (self._per_slot or self.cache_entries > 0):
+    def _retire(self, seq: Sequence) -> None:
+        """Keep the KV of the tokens the sequence decoded as a prefix-cache entry (with
+        per-slot KV the idle slot itself is the cache, with no count limit), finished or
+        cancelled alike: a stopped answer's conversation is asked again. Free it when
+        there is nothing to keep or no cache."""
+        if seq.n_past > 0 and (self._per_slot or self.cache_entries > 0):
             llama_cpp.llama_memory_seq_rm(self.rt.memory, seq.seq_id, seq.n_past, -1)
             self._kv.truncate(seq.seq_id, seq.n_past)
             entry = CacheEntry(seq.seq_id, np.asarray(seq.tokens[: seq.n_past], dtype=np.int32))

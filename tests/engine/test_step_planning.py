@@ -183,3 +183,70 @@ def test_with_nothing_on_its_way_the_scheduler_does_not_wait(engine: Engine) -> 
     tick(sched)
     assert time.perf_counter() - t0 < 20.0
     assert len(running(sched)) == 1
+
+
+def test_streams_that_are_generating_are_never_held_for_arrivals(engine: Engine) -> None:
+    """A request still being read or templated (a slow upload, a stalled client) must not
+    delay the tokens of streams already running: the window is for a first prefill."""
+    sched = engine.scheduler
+    sched.arrival_window = 30.0
+    submit(engine, request_prompt(40, "running"), max_tokens=8)
+    tick(sched)
+    (gen,) = running(sched)
+    assert gen.generating
+    stalled = engine.arrivals.begin()
+    submit(engine, request_prompt(40, "next"))
+    t0 = time.perf_counter()
+    plan = tick(sched)
+    assert time.perf_counter() - t0 < 20.0  # not the 30 s window
+    assert engine.arrivals.pending == 1
+    assert gen in {s for g in plan for s, _ in g}
+    assert len(running(sched)) == 2  # the new request joined at once
+    stalled.done()
+
+
+def test_a_cancelled_sequence_leaves_its_decoded_prefix_for_the_next_request(
+    engine: Engine,
+) -> None:
+    """Stopping an answer is common; the conversation is then asked again (or edited) and
+    its prompt should not be computed a second time."""
+    sched = engine.scheduler
+    prompt = f"{shared_prefix(300, 'stop')}\n\n{request_prompt(40, 'q')}"
+    first = submit(engine, prompt, max_tokens=64)
+    tick(sched)
+    tick(sched)
+    (seq,) = running(sched)
+    decoded = seq.n_past
+    assert decoded > seq.n_prompt  # its prompt is in the KV, and a few answer tokens
+    engine.cancel(seq.request.request_id)
+    tick(sched)
+    assert not sched._running
+    assert any(isinstance(e, FinishEvent) and e.finish_reason == "cancelled" for e in first.events)
+    again = submit(engine, prompt, max_tokens=2)
+    tick(sched)
+    (retry,) = running(sched)
+    assert retry.cached_tokens == retry.n_prompt - 1  # all but the token that yields logits
+    while sched._running:
+        tick(sched)
+    assert [e.completion_tokens for e in again.events if isinstance(e, FinishEvent)] == [2]
+
+
+def test_a_deferred_request_keeps_its_slot_against_later_ones(engine: Engine) -> None:
+    """Requests waiting for a running prefill's shared prefix count against the free
+    slots, so unrelated requests behind them cannot take the slot they will need."""
+    sched = engine.scheduler
+    system = shared_prefix(900, "defer")
+    submit(engine, f"{system}\n\n{request_prompt(40, 'lead')}")
+    for k in range(SLOTS - 2):
+        submit(engine, request_prompt(30, f"other{k}"))
+    tick(sched)  # the leader and SLOTS - 2 others run: one slot is left
+    assert len(sched._running) == SLOTS - 1
+    sharer = submit(engine, f"{system}\n\n{request_prompt(40, 'shares')}")
+    submit(engine, request_prompt(30, "later"))
+    tick(sched)  # the sharer waits for the prefix; the later request must not take its slot
+    assert len(sched._running) == SLOTS - 1
+    tick(sched)
+    assert len(sched._running) == SLOTS
+    assert sharer.first_token or any(s.cached_tokens > 800 for s in sched._running)
+    while sched._running:
+        tick(sched)
