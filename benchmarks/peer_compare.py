@@ -410,7 +410,11 @@ def rss_table(results: list[BenchResult]) -> str:
     return "\n".join(lines)
 
 
-def write_ratio_plot(table: dict[str, Any], path: Path) -> Path:
+def write_ratio_plot(
+    table: dict[str, Any], path: Path, paired: dict[str, Any] | None = None
+) -> Path:
+    """Ratios of medians; with ``paired`` (from :func:`paired_ratios`), the tokens/s
+    panel also shows each level's 90% interval of the paired median as an error bar."""
     import matplotlib
 
     matplotlib.use("Agg", force=False)
@@ -425,11 +429,23 @@ def write_ratio_plot(table: dict[str, Any], path: Path) -> Path:
             for ax, key in ((ax_tps, "tokens_per_s"), (ax_ttft, "ttft_ms_p99")):
                 ys = [math.nan if row[key] is None else row[key] for row in rows]
                 ax.plot(xs, ys, label=f"{label} / {scenario}", **style)  # type: ignore[arg-type]
+            bars = (paired or {}).get(label, {}).get(scenario, [])
+            if bars:
+                mid = [b["median"] for b in bars]
+                ax_tps.errorbar(
+                    [b["concurrency"] for b in bars], mid, fmt="none", ecolor=f"C{i}",
+                    capsize=4, alpha=0.6,
+                    yerr=[[m - b["interval"][0] for m, b in zip(mid, bars, strict=True)],
+                          [b["interval"][1] - m for m, b in zip(mid, bars, strict=True)]],
+                )
+    low, high = ax_tps.get_ylim()
+    ax_tps.set_ylim(min(low, 0.9), max(high, 1.1))  # a few % should look like a few %
     ax_tps.axhline(1.0, color="grey", lw=1)
-    ax_tps.set_title(f"aggregate tokens/s ÷ {BASELINE} (higher is better)")
+    ax_tps.set_title(f"aggregate tokens/s ÷ {BASELINE} (higher is better)"
+                     + ("\nbars: 90% interval of the paired per-pass median" if paired else ""))
     ax_ttft.axhline(1.0, color="grey", lw=1)
     ax_ttft.axhline(0.2, color="green", lw=1, ls=":")
-    ax_ttft.set_title(f"TTFT p99 ÷ {BASELINE} (lower is better; 0.2 dotted)")
+    ax_ttft.set_title(f"TTFT p99 ÷ {BASELINE}\n(lower is better; 0.2 dotted)")
     ax_ttft.set_yscale("log")
     levels = sorted({row["concurrency"] for sc in table.values() for rows in sc.values()
                      for row in rows})
@@ -558,7 +574,7 @@ def main(argv: list[str] | None = None) -> int:
             write_plot(results, out / "peer-compare.png",
                        title=f"{model.name}, -t {knobs.threads} -np {knobs.parallel} (medians)")
         if table:
-            write_ratio_plot(table, out / "peer-ratios.png")
+            write_ratio_plot(table, out / "peer-ratios.png", paired_ratios(results))
         return results, table
 
     if args.interleave:

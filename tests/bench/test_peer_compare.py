@@ -64,6 +64,8 @@ def test_ratios_against_the_baseline(tmp_path: Path) -> None:
     assert "ours" in text and "shared-prefix" in text
     png = pc.write_ratio_plot(table, tmp_path / "ratios.png")
     assert png.read_bytes()[:4] == b"\x89PNG"
+    with_bars = pc.write_ratio_plot(table, tmp_path / "paired.png", paired)
+    assert with_bars.read_bytes()[:4] == b"\x89PNG"
     assert pc.ratios([slow]) == {}  # no baseline, no ratios
 
 
