@@ -40,33 +40,62 @@ def register(subparsers: Any) -> None:
         "without a shared system prompt; write medians as JSON and a PNG plot.",
     )
     parser.add_argument("url", help="server root, e.g. http://127.0.0.1:8080")
-    parser.add_argument("--concurrency", type=_levels, default=(1, 4, 8, 16),
-                        help="comma-separated concurrency levels (default 1,4,8,16)")
+    parser.add_argument(
+        "--concurrency",
+        type=_levels,
+        default=(1, 4, 8, 16),
+        help="comma-separated concurrency levels (default 1,4,8,16)",
+    )
     parser.add_argument("--reps", type=int, default=3, help="timed repetitions per level")
-    parser.add_argument("--requests-per-client", type=int, default=2,
-                        help="requests each concurrent client sends per repetition")
-    parser.add_argument("--prompt-tokens", type=int, default=64,
-                        help="distinct prompt length per request (approximate tokens)")
+    parser.add_argument(
+        "--requests-per-client",
+        type=int,
+        default=2,
+        help="requests each concurrent client sends per repetition",
+    )
+    parser.add_argument(
+        "--prompt-tokens",
+        type=int,
+        default=64,
+        help="distinct prompt length per request (approximate tokens)",
+    )
     parser.add_argument("--max-tokens", type=int, default=64, help="fixed output length")
-    parser.add_argument("--shared-prefix-tokens", type=int, default=1000,
-                        help="shared system prompt length for the prefix scenario (0: skip it)")
-    parser.add_argument("--no-plain", action="store_true",
-                        help="skip the scenario without a shared prefix")
-    parser.add_argument("--warm-prefix", action="store_true",
-                        help="keep one shared prefix for all repetitions (default: a fresh one "
-                        "per repetition, so each starts uncached)")
+    parser.add_argument(
+        "--shared-prefix-tokens",
+        type=int,
+        default=1000,
+        help="shared system prompt length for the prefix scenario (0: skip it)",
+    )
+    parser.add_argument(
+        "--no-plain", action="store_true", help="skip the scenario without a shared prefix"
+    )
+    parser.add_argument(
+        "--warm-prefix",
+        action="store_true",
+        help="keep one shared prefix for all repetitions (default: a fresh one "
+        "per repetition, so each starts uncached)",
+    )
     parser.add_argument("--endpoint", choices=["completions", "chat"], default="completions")
-    parser.add_argument("--no-ignore-eos", action="store_true",
-                        help="don't send ignore_eos (servers that reject it); early stops are "
-                        "reported")
+    parser.add_argument(
+        "--no-ignore-eos",
+        action="store_true",
+        help="don't send ignore_eos (servers that reject it); early stops are reported",
+    )
     parser.add_argument("--no-warmup", action="store_true", help="skip the warm-up wave")
     parser.add_argument("--api-key", default=None, help="Bearer token")
     parser.add_argument("--model", default=None, help="model id (default: first of /v1/models)")
     parser.add_argument("--label", default="server", help="name of this server in the outputs")
-    parser.add_argument("--out", type=Path, default=Path("bench-results"),
-                        help="output folder (default ./bench-results)")
-    parser.add_argument("--progress-jsonl", action="store_true",
-                        help="print progress and the result as JSON lines on stdout")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=Path("bench-results"),
+        help="output folder (default ./bench-results)",
+    )
+    parser.add_argument(
+        "--progress-jsonl",
+        action="store_true",
+        help="print progress and the result as JSON lines on stdout",
+    )
     parser.set_defaults(handler=run)
 
 
@@ -101,8 +130,15 @@ def run(args: argparse.Namespace) -> int:
 
     def on_progress(p: BenchProgress) -> None:
         if args.progress_jsonl:
-            _emit({"type": "progress", "stage": p.stage, "done": p.done, "total": p.total,
-                   "message": p.message})
+            _emit(
+                {
+                    "type": "progress",
+                    "stage": p.stage,
+                    "done": p.done,
+                    "total": p.total,
+                    "message": p.message,
+                }
+            )
 
     try:
         result = run_benchmark(config, progress=on_progress)
@@ -115,8 +151,14 @@ def run(args: argparse.Namespace) -> int:
     json_path = write_results_json([result], args.out / f"{stem}.json")
     png_path = write_plot([result], args.out / f"{stem}.png", title=f"{config.label}: {config.url}")
     if args.progress_jsonl:
-        _emit({"type": "result", "json": str(json_path), "png": str(png_path),
-               "result": result.to_dict()})
+        _emit(
+            {
+                "type": "result",
+                "json": str(json_path),
+                "png": str(png_path),
+                "result": result.to_dict(),
+            }
+        )
     else:
         sys.stdout.write(format_table([result]) + "\n")
         for note in result.notes:

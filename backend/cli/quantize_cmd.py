@@ -49,36 +49,53 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("source", help="HF model folder, Hub repo id (owner/name) or GGUF file")
     parser.add_argument(
-        "--type", "-t", dest="types", action="append", required=True, metavar="T",
+        "--type",
+        "-t",
+        dest="types",
+        action="append",
+        required=True,
+        metavar="T",
         help=f"output type, repeatable: {TYPE_CHOICES_HELP}",
     )
     parser.add_argument(
-        "--out", type=Path, default=None,
+        "--out",
+        type=Path,
+        default=None,
         help="output folder (default: the library's models folder)",
     )
     parser.add_argument(
-        "--calibration", type=Path, default=None,
+        "--calibration",
+        type=Path,
+        default=None,
         help="text file of your own prompts: compute an importance matrix from it",
     )
     parser.add_argument(
-        "--imatrix", type=Path, default=None,
+        "--imatrix",
+        type=Path,
+        default=None,
         help="reuse an importance matrix file (llama.cpp legacy .dat format)",
     )
     parser.add_argument(
-        "--allow-requantize", action="store_true",
+        "--allow-requantize",
+        action="store_true",
         help="allow quantising an already-quantised GGUF (loses quality)",
     )
     parser.add_argument("--threads", type=positive_int, default=None, help="worker threads")
     parser.add_argument(
-        "--imatrix-ctx", type=positive_int, default=256,
+        "--imatrix-ctx",
+        type=positive_int,
+        default=256,
         help="tokens per chunk for the imatrix run (default 256)",
     )
     parser.add_argument(
-        "--imatrix-chunks", type=positive_int, default=None,
+        "--imatrix-chunks",
+        type=positive_int,
+        default=None,
         help="use at most this many calibration chunks (default: all)",
     )
     parser.add_argument(
-        "--progress-jsonl", action="store_true",
+        "--progress-jsonl",
+        action="store_true",
         help="print progress, result and errors as JSON lines on stdout",
     )
     parser.set_defaults(handler=run)
@@ -116,16 +133,23 @@ def run(args: argparse.Namespace) -> int:
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
     progress: Any = _TextProgress()
     if args.progress_jsonl:
+
         def progress(p: Progress) -> None:
             emit_jsonl(p.as_event())
 
     try:
         job = run_quantize_job(
-            args.source, args.types, args.out,
-            calibration=args.calibration, imatrix=args.imatrix,
-            allow_requantize=args.allow_requantize, threads=args.threads,
-            imatrix_ctx=args.imatrix_ctx, imatrix_chunks=args.imatrix_chunks,
-            progress=progress, cancel=cancel,
+            args.source,
+            args.types,
+            args.out,
+            calibration=args.calibration,
+            imatrix=args.imatrix,
+            allow_requantize=args.allow_requantize,
+            threads=args.threads,
+            imatrix_ctx=args.imatrix_ctx,
+            imatrix_chunks=args.imatrix_chunks,
+            progress=progress,
+            cancel=cancel,
         )
     except QuantDeskError as exc:
         if args.progress_jsonl:

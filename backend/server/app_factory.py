@@ -83,7 +83,7 @@ def create_app(
             CORSMiddleware,
             allow_origins=server_settings.cors_origins,
             allow_methods=["GET", "POST", "OPTIONS"],
-            allow_headers=["Authorization", "Content-Type"],
+            allow_headers=["*"],  # the OpenAI SDKs add their own x-stainless-* headers
         )
     app.add_middleware(ArrivalTracking)
     install_error_handlers(app)

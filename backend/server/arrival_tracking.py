@@ -14,7 +14,9 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from backend.engine.arrivals import Arrival
 
-GENERATION_PATHS = frozenset({"/v1/chat/completions", "/v1/completions", "/infill"})
+GENERATION_PATHS = frozenset(
+    {"/v1/chat/completions", "/v1/completions", "/chat/completions", "/completions", "/infill"}
+)
 
 _current: ContextVar[Arrival | None] = ContextVar("quantdesk_arrival", default=None)
 

@@ -4,11 +4,21 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+# Fields with a default that some clients send as an explicit ``null`` (OpenAI accepts it).
+_NULL_MEANS_DEFAULT = frozenset({"stream", "n", "ignore_eos", "include_usage", "logprobs", "echo"})
 
 
 class _Lenient(BaseModel):
     model_config = ConfigDict(extra="allow")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _null_means_default(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            return {k: v for k, v in data.items() if v is not None or k not in _NULL_MEANS_DEFAULT}
+        return data
 
 
 class StreamOptions(_Lenient):
@@ -23,12 +33,19 @@ class ChatMessage(_Lenient):
     tool_call_id: str | None = None
 
     def text(self) -> str:
-        """Content as plain text (text parts of a multi-part message joined)."""
+        """Content as plain text; the text parts of a multi-part message are joined by
+        newlines, as llama-server does (see :meth:`non_text_parts`)."""
         if self.content is None:
             return ""
         if isinstance(self.content, str):
             return self.content
-        return "".join(str(p.get("text", "")) for p in self.content if p.get("type") == "text")
+        return "\n".join(str(p.get("text", "")) for p in self.content if p.get("type") == "text")
+
+    def non_text_parts(self) -> list[str]:
+        """Types of the parts this text-only server cannot take (images, audio, files)."""
+        if not isinstance(self.content, list):
+            return []
+        return [str(p.get("type")) for p in self.content if p.get("type") != "text"]
 
 
 class SamplingFields(_Lenient):

@@ -100,7 +100,9 @@ def render_messages_for_tools(
     """Fold tools, assistant tool_calls and tool results into plain messages when the
     chat template has no tool support of its own."""
     if template_knows_tools:
-        return messages
+        # Hugging Face templates take a call's arguments as an object (`| tojson`): a JSON
+        # string from the client would reach the model quoted twice.
+        return [_with_argument_objects(m) for m in messages]
     out: list[dict[str, Any]] = []
     for m in messages:
         m = dict(m)
@@ -125,6 +127,22 @@ def render_messages_for_tools(
     return out
 
 
+def _with_argument_objects(message: dict[str, Any]) -> dict[str, Any]:
+    calls = message.get("tool_calls")
+    if not calls:
+        return message
+    fixed = []
+    for call in calls:
+        function = call.get("function") if isinstance(call, dict) else None
+        if isinstance(function, dict):
+            call = {
+                **call,
+                "function": {**function, "arguments": _loads(function.get("arguments"))},
+            }
+        fixed.append(call)
+    return {**message, "tool_calls": fixed}
+
+
 def _loads(arguments: Any) -> Any:
     if isinstance(arguments, str):
         try:
@@ -134,16 +152,36 @@ def _loads(arguments: Any) -> Any:
     return arguments
 
 
-def _to_call(obj: Any) -> ToolCall | None:
+def tool_names(tools: list[dict[str, Any]] | None) -> frozenset[str]:
+    """Names of the functions a request declares."""
+    return frozenset(
+        str(t["function"]["name"])
+        for t in tools or []
+        if isinstance(t.get("function"), dict) and "name" in t["function"]
+    )
+
+
+_CALL_KEYS = frozenset({"name", "arguments", "parameters"})
+
+
+def _to_call(obj: Any, names: frozenset[str] | None, *, bare: bool = False) -> ToolCall | None:
+    """A call of a declared function (any name when ``names`` is None). A bare JSON
+    answer counts only if it has nothing but a call's keys: ``{"name": "Alice", "age": 3}``
+    is an answer, not a call."""
     if not isinstance(obj, dict) or not isinstance(obj.get("name"), str):
+        return None
+    if names is not None and obj["name"] not in names:
+        return None
+    if bare and not set(obj) <= _CALL_KEYS:
         return None
     args = obj.get("arguments", obj.get("parameters", {}))
     text = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
     return ToolCall(obj["name"], text, f"call_{uuid.uuid4().hex[:24]}")
 
 
-def parse_calls(text: str) -> list[ToolCall]:
-    """Tool calls in a whole block of text (tagged calls, or one bare JSON value)."""
+def parse_calls(text: str, names: frozenset[str] | None = None) -> list[ToolCall]:
+    """Tool calls in a whole block of text (tagged calls, or one bare JSON value) of the
+    functions in ``names`` (any when None)."""
     calls: list[ToolCall] = []
     rest = text
     while OPEN in rest:
@@ -151,7 +189,7 @@ def parse_calls(text: str) -> list[ToolCall]:
         end = rest.find(CLOSE, start)
         chunk = rest[start:] if end == -1 else rest[start:end]
         try:
-            call = _to_call(json.loads(chunk.strip()))
+            call = _to_call(json.loads(chunk.strip()), names)
         except json.JSONDecodeError:
             call = None
         if call:
@@ -166,7 +204,7 @@ def parse_calls(text: str) -> list[ToolCall]:
         except json.JSONDecodeError:
             return []
         items = value if isinstance(value, list) else [value]
-        found = [c for c in (_to_call(v) for v in items) if c]
+        found = [c for c in (_to_call(v, names, bare=True) for v in items) if c]
         return found if len(found) == len(items) else []
     return []
 
@@ -179,7 +217,8 @@ class ToolCallStream:
     end, then parsed.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, names: frozenset[str] | None = None) -> None:
+        self._names = names
         self._buf = ""
         self._in_call = False
         self._bare = False
@@ -202,8 +241,11 @@ class ToolCallStream:
                 end = self._buf.find(CLOSE)
                 if end == -1:
                     break
-                found = parse_calls(OPEN + self._buf[: end + len(CLOSE)])
+                tagged = OPEN + self._buf[: end + len(CLOSE)]
+                found = parse_calls(tagged, self._names)
                 new_calls += found
+                if not found:  # not a call of a declared function: it stays text
+                    content += tagged
                 self._buf = self._buf[end + len(CLOSE) :]
                 self._in_call = False
                 continue
@@ -221,11 +263,11 @@ class ToolCallStream:
 
     def finish(self) -> tuple[str, list[ToolCall]]:
         if self._bare:
-            calls = parse_calls(self._buf)
+            calls = parse_calls(self._buf, self._names)
             self.calls += calls
             return ("" if calls else self._buf), calls
         if self._in_call:  # unterminated call: try to parse what came
-            calls = parse_calls(OPEN + self._buf)
+            calls = parse_calls(OPEN + self._buf, self._names)
             self.calls += calls
             return ("" if calls else OPEN + self._buf), calls
         rest, self._buf = self._buf, ""

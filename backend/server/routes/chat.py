@@ -40,6 +40,7 @@ from backend.server.tool_calls import (
     forced_function,
     render_messages_for_tools,
     tool_call_grammar,
+    tool_names,
 )
 
 router = APIRouter(dependencies=[Depends(require_api_key)])
@@ -64,6 +65,7 @@ class _Prepared:
     stop: list[str]
     with_tools: bool
     with_logprobs: bool
+    tool_names: frozenset[str] = frozenset()
 
 
 def _prepare(body: ChatCompletionRequest, engine: Engine, limit: int) -> _Prepared:
@@ -72,9 +74,18 @@ def _prepare(body: ChatCompletionRequest, engine: Engine, limit: int) -> _Prepar
     if body.tool_choice not in (None, "none", "auto") and not tools:
         raise ApiError(400, "tool_choice needs tools", param="tool_choice")
     messages: list[dict[str, Any]] = []
-    for m in body.messages:
+    for i, m in enumerate(body.messages):
+        if unsupported := m.non_text_parts():
+            raise ApiError(
+                400,
+                f"messages[{i}] has content parts of type {', '.join(sorted(set(unsupported)))}; "
+                f"{engine.model_id} takes text only",
+                param="messages",
+            )
         msg = m.model_dump(exclude_none=True)
         msg["content"] = m.text()
+        if msg["role"] == "developer":  # OpenAI's newer name; chat templates know "system"
+            msg["role"] = "system"
         messages.append(msg)
     knows_tools = "tools" in engine.chat_template.source
     messages = render_messages_for_tools(messages, tools, knows_tools)
@@ -95,9 +106,11 @@ def _prepare(body: ChatCompletionRequest, engine: Engine, limit: int) -> _Prepar
         body.stop_list(),
         tools is not None,
         body.logprobs,
+        tool_names(tools),
     )
 
 
+@router.post("/chat/completions", response_model=None, include_in_schema=False)
 @router.post("/v1/chat/completions", response_model=None)
 async def chat_completions(body: ChatCompletionRequest, request: Request) -> Any:
     engine = ready_engine(request)
@@ -110,7 +123,7 @@ async def chat_completions(body: ChatCompletionRequest, request: Request) -> Any
     if body.stream:
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
         events = _stream(streams, prep, body.n, cid, created, engine.model_id, include_usage)
-        return EventSourceResponse(events, ping=15)
+        return EventSourceResponse(events, ping=15, sep="\n")
     return await _complete(streams, prep, body.n, cid, created, engine.model_id)
 
 
@@ -135,7 +148,7 @@ async def _complete(
         message: dict[str, Any] = {"role": "assistant", "content": text}
         reason = finish_reason(finishes[i])
         if prep.with_tools:
-            parser = ToolCallStream()
+            parser = ToolCallStream(prep.tool_names)
             content, _ = parser.feed(text)
             rest, _ = parser.finish()
             if parser.calls:
@@ -195,7 +208,7 @@ async def _stream(
             ],
         }
 
-    parsers = [ToolCallStream() if prep.with_tools else None for _ in range(n)]
+    parsers = [ToolCallStream(prep.tool_names) if prep.with_tools else None for _ in range(n)]
     n_calls = [0] * n
     finishes: dict[int, FinishEvent] = {}
 

@@ -75,6 +75,7 @@ def legacy_logprobs(entries: list[TokenLogprob], offset: int) -> dict[str, Any]:
     }
 
 
+@router.post("/completions", response_model=None, include_in_schema=False)
 @router.post("/v1/completions", response_model=None)
 async def completions(body: CompletionRequest, request: Request) -> Any:
     engine = ready_engine(request)
@@ -106,6 +107,7 @@ async def completions(body: CompletionRequest, request: Request) -> Any:
         return EventSourceResponse(
             _stream(streams, header, best_of, echo, body.logprobs is not None, include_usage),
             ping=15,
+            sep="\n",
         )
     texts: list[list[str]] = [[] for _ in range(best_of)]
     lps: list[list[TokenLogprob]] = [[] for _ in range(best_of)]

@@ -222,4 +222,4 @@ async def infill(body: InfillRequest, request: Request) -> Any:
             elif isinstance(event, ErrorEvent):
                 yield sse_error(event)
 
-    return EventSourceResponse(events(), ping=15)
+    return EventSourceResponse(events(), ping=15, sep="\n")

@@ -29,6 +29,7 @@ def model_card(request: Request) -> dict[str, Any]:
     }
 
 
+@router.get("/models", include_in_schema=False)
 @router.get("/v1/models")
 async def list_models(request: Request) -> dict[str, Any]:
     return {"object": "list", "data": [model_card(request)]}
