@@ -28,6 +28,18 @@ def _chat(
     return r.choices[0].message.content or "", int(cached or 0)
 
 
+def _follow_ups_cached(server: LiveServer, systems: list[str]) -> list[int]:
+    """One conversation per system prompt, then a follow-up turn of each in the same
+    order: the cached prompt tokens of every follow-up."""
+    history: list[list[dict[str, str]]] = []
+    for system in systems:
+        messages = [{"role": "system", "content": system}, {"role": "user", "content": "Hi."}]
+        answer, _ = _chat(server, messages)
+        history.append([*messages, {"role": "assistant", "content": answer}])
+    follow_up = {"role": "user", "content": "And then?"}
+    return [_chat(server, [*messages, follow_up])[1] for messages in history]
+
+
 def test_the_engine_reports_per_slot_streams(slot_server: LiveServer) -> None:
     model = slot_server.stats()["model"]
     assert model["kv_unified"] is False
@@ -38,14 +50,7 @@ def test_two_conversations_keep_their_cache_in_alternation(slot_server: LiveServ
     """The second conversation takes the lowest slot; the first one's prompt is moved to a
     spare slot instead of being lost, so both follow-up turns are served from cache."""
     systems = [SYSTEM, SYSTEM.replace("politely", "briefly").replace("colour", "number")]
-    history: list[list[dict[str, str]]] = []
-    for system in systems:
-        messages = [{"role": "system", "content": system}, {"role": "user", "content": "Hi."}]
-        answer, _ = _chat(slot_server, messages)
-        history.append([*messages, {"role": "assistant", "content": answer}])
-    for messages in history:
-        _, cached = _chat(slot_server, [*messages, {"role": "user", "content": "And then?"}])
-        assert cached > 500, cached
+    assert min(_follow_ups_cached(slot_server, systems)) > 500
 
 
 def test_greedy_text_under_concurrency_matches_alone(slot_server: LiveServer) -> None:
@@ -98,12 +103,5 @@ def test_with_every_slot_cached_each_follow_up_is_served_from_its_own_slot(
 ) -> None:
     """As many conversations as slots: no slot is empty, so a follow-up is served in the
     slot that holds its conversation instead of pushing another conversation out."""
-    history: list[list[dict[str, str]]] = []
-    for k in range(SLOTS):
-        system = f"Conversation number {k}. {SYSTEM}"
-        messages = [{"role": "system", "content": system}, {"role": "user", "content": "Hi."}]
-        answer, _ = _chat(slot_server, messages)
-        history.append([*messages, {"role": "assistant", "content": answer}])
-    for messages in history:
-        _, cached = _chat(slot_server, [*messages, {"role": "user", "content": "And then?"}])
-        assert cached > 500, cached
+    systems = [f"Conversation number {k}. {SYSTEM}" for k in range(SLOTS)]
+    assert min(_follow_ups_cached(slot_server, systems)) > 500
