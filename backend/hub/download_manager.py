@@ -22,6 +22,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import shutil
 import threading
 import time
@@ -31,6 +32,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+from filelock import FileLock, Timeout
 from huggingface_hub import constants, get_hf_file_metadata, hf_hub_url
 from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
 
@@ -235,6 +237,42 @@ class DownloadManager:
 
         part = self.partial_path(repo_id, hub_file)
         part.parent.mkdir(parents=True, exist_ok=True)
+        lock = FileLock(f"{part}.lock")
+        try:
+            lock.acquire(timeout=0)
+        except Timeout:
+            raise DownloadError(
+                f"{hub_file.path} is being downloaded by another QuantDesk window or command; "
+                "wait for it to finish (this one would corrupt it)"
+            ) from None
+        try:
+            return self._fetch(
+                listing, hub_file, part, location, headers, size, target, file_index, file_count
+            )
+        finally:
+            lock.release()
+            # leave no lock file behind (Windows' filelock removes it itself); a third
+            # writer racing this exact moment could slip past, which is acceptable here
+            with contextlib.suppress(OSError):
+                Path(lock.lock_file).unlink()
+
+    def _fetch(
+        self,
+        listing: RepoListing,
+        hub_file: HubFile,
+        part: Path,
+        location: str,
+        headers: dict[str, str],
+        size: int | None,
+        target: Path,
+        file_index: int,
+        file_count: int,
+    ) -> Path:
+        """Stream (resuming), verify and move one file into the library; the caller holds
+        the file's lock."""
+        repo_id = listing.repo_id
+        if self._already_done(repo_id, hub_file):  # another process finished it meanwhile
+            return target
         have = part.stat().st_size if part.exists() else 0
         if size is not None and have > size:
             log.warning("%s is larger than the file on the Hub; starting again", part)
@@ -261,6 +299,8 @@ class DownloadManager:
             )
 
         def hashing(hashed: int) -> None:
+            if self.cancel.is_set():  # the complete file stays; the next run only verifies
+                raise DownloadCancelledError(f"verifying {hub_file.path} cancelled")
             self._report(repo_id, hub_file, "verifying", hashed, done, 0.0, file_index, file_count)
 
         hashing(0)
@@ -363,18 +403,21 @@ class DownloadManager:
 
     def _choose(self, listing: RepoListing, filenames: list[str] | None) -> list[HubFile]:
         if filenames:
-            chosen = []
+            chosen: list[HubFile] = []
             for name in filenames:
                 hub_file = listing.file(name)
                 if hub_file is None:
                     raise HubNotFoundError(
                         f"file not found on the Hub: {listing.repo_id}/{name} (404)"
                     )
-                chosen.append(hub_file)
+                for part in split_siblings(listing, hub_file):  # every part of a split GGUF
+                    if part not in chosen:
+                        chosen.append(part)
             return chosen
         ggufs = listing.gguf_files
-        if len(ggufs) == 1:
-            return ggufs
+        models = {tuple(f.path for f in split_siblings(listing, g)) for g in ggufs}
+        if len(models) == 1:
+            return [f for f in ggufs if f.path in next(iter(models))]
         if len(ggufs) > 1:
             names = ", ".join(f.path for f in ggufs)
             raise DownloadError(
@@ -404,6 +447,27 @@ class DownloadManager:
         tmp = record_path.with_suffix(".tmp")
         tmp.write_text(json.dumps(record, indent=2))
         os.replace(tmp, record_path)
+
+
+_SPLIT_PART = re.compile(r"^(?P<stem>.*)-(?P<index>\d{5})-of-(?P<count>\d{5})\.gguf$", re.I)
+
+
+def split_siblings(listing: RepoListing, hub_file: HubFile) -> list[HubFile]:
+    """All parts of the split GGUF ``hub_file`` belongs to (just ``hub_file`` otherwise);
+    a model split into ``-0000i-of-0000n.gguf`` files loads only with every part."""
+    match = _SPLIT_PART.match(hub_file.path)
+    if not match:
+        return [hub_file]
+    count = int(match["count"])
+    names = [f"{match['stem']}-{i:05d}-of-{count:05d}.gguf" for i in range(1, count + 1)]
+    parts = [listing.file(n) for n in names]
+    missing = [n for n, p in zip(names, parts, strict=True) if p is None]
+    if missing:
+        raise DownloadError(
+            f"{listing.repo_id}: split model {hub_file.path} lacks parts on the Hub: "
+            + ", ".join(missing)
+        )
+    return [p for p in parts if p is not None]
 
 
 def pull(

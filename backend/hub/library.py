@@ -123,8 +123,16 @@ def describe_gguf(
     path: Path, *, name: str, source: str, repo_id: str | None, removable: bool
 ) -> LibraryEntry:
     """A library entry from a GGUF header (all split parts for split models)."""
-    parts = [p for p in _split_parts(path) if p.exists()] or [path]
+    expected = _split_parts(path)
+    parts = [p for p in expected if p.exists()] or [path]
     facts = _gguf_facts(parts)
+    error = facts.error
+    if len(parts) < len(expected):
+        missing = [p.name for p in expected if not p.exists()]
+        error = (
+            f"split model incomplete: {len(missing)} of {len(expected)} parts missing "
+            f"({', '.join(missing[:3])}{', ...' if len(missing) > 3 else ''}); download them all"
+        )
     return LibraryEntry(
         name=name,
         path=str(path),
@@ -139,7 +147,7 @@ def describe_gguf(
         source=source,
         repo_id=repo_id,
         removable=removable,
-        error=facts.error,
+        error=error,
     )
 
 
@@ -158,6 +166,22 @@ def _safetensors_stats(path: Path) -> tuple[int, int]:
         params += n
         bits += n * _SAFETENSORS_BITS.get(str(info["dtype"]).upper(), 16)
     return params, bits
+
+
+def _missing_shards(folder: Path) -> str | None:
+    """Why a sharded checkpoint is incomplete (an interrupted download), if it is: the
+    shards its ``model.safetensors.index.json`` names that are not there."""
+    index = folder / "model.safetensors.index.json"
+    if not index.is_file():
+        return None
+    shards = set(json.loads(index.read_text()).get("weight_map", {}).values())
+    missing = sorted(s for s in shards if not (folder / s).is_file())
+    if not missing:
+        return None
+    return (
+        f"incomplete: {len(missing)} of {len(shards)} weight shards missing "
+        f"({', '.join(missing[:3])}{', ...' if len(missing) > 3 else ''}); download them all"
+    )
 
 
 def describe_safetensors(folder: Path, *, name: str, repo_id: str | None) -> LibraryEntry:
@@ -187,6 +211,7 @@ def describe_safetensors(folder: Path, *, name: str, repo_id: str | None) -> Lib
             p, b = _safetensors_stats(f)
             params += p
             bits += b
+        error = _missing_shards(folder)
     except (OSError, ValueError, KeyError, TypeError, struct.error) as exc:
         error = f"cannot read {folder.name}: {exc}"
     return LibraryEntry(

@@ -18,6 +18,8 @@ ST_REPO = "test-org/tiny-llama-safetensors"
 GATED_REPO = "gated-org/Gated-Model-GGUF"
 PRIVATE_REPO = "private-org/Private-Model-GGUF"
 CORRUPT_REPO = "test-org/Corrupt-GGUF"
+SPLIT_REPO = "test-org/Split-GGUF"
+SPLIT_FILES = [f"big-Q8_0-{i:05d}-of-00003.gguf" for i in (1, 2, 3)]
 GRANTED_TOKEN = "hf_granted_token"
 
 
@@ -127,6 +129,14 @@ def hub_server(smollm2_path: Path, tiny_safetensors: tuple[Path, int]) -> Iterat
             tags=["gguf"],
             library_name="gguf",
             downloads=1,
+        )
+    )
+    hub.add(
+        StandInRepo(
+            SPLIT_REPO,
+            [StandInFile(name, data=f"part {name}".encode() * 5000) for name in SPLIT_FILES],
+            tags=["gguf"],
+            library_name="gguf",
         )
     )
     hub.start()

@@ -35,6 +35,8 @@ from tests.hub.conftest import (
     GGUF_REPO,
     GRANTED_TOKEN,
     PRIVATE_REPO,
+    SPLIT_FILES,
+    SPLIT_REPO,
     ST_REPO,
 )
 from tests.hub.hub_stand_in import HubStandIn
@@ -140,7 +142,7 @@ def test_resume_after_the_process_is_killed(
     deadline = time.monotonic() + 60
     try:
         while time.monotonic() < deadline:
-            parts = _all_files(partial_dir)
+            parts = [p for p in _all_files(partial_dir) if p.suffix == ".part"]
             if parts and parts[0].stat().st_size > size // 4:
                 break
             assert proc.poll() is None, "download finished or failed before it could be killed"
@@ -152,7 +154,8 @@ def test_resume_after_the_process_is_killed(
     finally:
         if proc.poll() is None:
             proc.kill()
-    [part] = _all_files(partial_dir)
+    # the killed process leaves its lock file: the kernel released the lock itself
+    [part] = [p for p in _all_files(partial_dir) if p.suffix == ".part"]
     have = part.stat().st_size
     assert 0 < have < size
 
@@ -261,3 +264,68 @@ def test_download_manager_target_paths_reject_escapes(isolated_home: Path) -> No
     manager = DownloadManager()
     with pytest.raises(download_manager.DownloadError, match="unsafe"):
         manager.target_path("a/b", "../../etc/passwd")
+
+
+def test_a_split_gguf_comes_whole_from_its_first_part(hub: HubStandIn, isolated_home: Path) -> None:
+    """Picking part 1 of a model split in three (or naming no file) pulls all three."""
+    paths = pull(SPLIT_REPO, [SPLIT_FILES[0]])
+    assert [p.name for p in paths] == SPLIT_FILES
+    for path in paths:
+        served = hub.repos[SPLIT_REPO].file(path.name)
+        assert served is not None and path.read_bytes() == served.data
+    assert [p.name for p in pull(SPLIT_REPO)] == SPLIT_FILES
+
+
+def test_cancel_while_verifying_keeps_the_complete_file_for_the_next_run(
+    hub: HubStandIn, smollm2_path: Path, isolated_home: Path
+) -> None:
+    cancel = threading.Event()
+
+    def stop_when_verifying(p: DownloadProgress) -> None:
+        if p.stage == "verifying":
+            cancel.set()
+
+    with pytest.raises(DownloadCancelledError, match="verifying"):
+        pull(GGUF_REPO, progress=stop_when_verifying, cancel=cancel)
+    target = _library(isolated_home) / "test-org--SmolLM2-135M-Instruct-GGUF" / GGUF_FILE
+    assert not target.exists()
+    [part] = [p for p in _all_files(_library(isolated_home) / ".downloads") if p.suffix == ".part"]
+    assert part.stat().st_size == smollm2_path.stat().st_size
+    hub.requests.clear()
+    [path] = pull(GGUF_REPO)
+    assert _blob_gets(hub) == []  # nothing downloaded again: only verified
+    assert _sha256(path) == _sha256(smollm2_path)
+
+
+def test_a_file_another_process_is_downloading_is_refused_not_corrupted(
+    hub: HubStandIn, isolated_home: Path
+) -> None:
+    """The Models page and a Quantize job (a child process) pulling the same file."""
+    manager = DownloadManager()
+    listing = download_manager.list_repo_files(GGUF_REPO, settings=manager.settings)
+    hub_file = listing.file(GGUF_FILE)
+    assert hub_file is not None
+    part = manager.partial_path(GGUF_REPO, hub_file)
+    part.parent.mkdir(parents=True, exist_ok=True)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from filelock import FileLock; "
+            "lock = FileLock(sys.argv[1]); lock.acquire(); print('held', flush=True); "
+            "time.sleep(60)",
+            f"{part}.lock",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        with pytest.raises(DownloadError, match="being downloaded by another"):
+            pull(GGUF_REPO)
+        assert not part.exists()  # nothing was written next to the other writer
+    finally:
+        holder.kill()
+        holder.wait()
+    [path] = pull(GGUF_REPO)  # the lock went with the process
+    assert path.is_file()

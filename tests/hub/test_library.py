@@ -172,3 +172,32 @@ def test_cli_list_rm_and_fit(
     assert main(["models", "rm", GGUF_FILE]) == 0
     assert "deleted" in capsys.readouterr().out
     assert main(["models", "fit", "no-such-model"]) == 3
+
+
+def test_a_split_model_with_missing_parts_says_so(isolated_home: Path) -> None:
+    root = ModelLibrary().root
+    meta = {"general.architecture": "llama", "split.no": 0, "split.count": 3}
+    write_gguf(
+        root / "part-Q4_0-00001-of-00003.gguf", meta, {"blk.0.attn_q.weight": ([64, 64], "f16")}
+    )
+    [entry] = [e for e in ModelLibrary().entries() if e.source == "local"]
+    assert entry.error is not None
+    assert "2 of 3 parts missing" in entry.error and "part-Q4_0-00002-of-00003.gguf" in entry.error
+
+
+def test_a_checkpoint_with_missing_shards_says_so(
+    isolated_home: Path, tiny_safetensors: tuple[Path, int]
+) -> None:
+    """An interrupted multi-file download must not look like a complete model."""
+    st_path, _ = tiny_safetensors
+    folder = ModelLibrary().root / "org--sharded"
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_text(json.dumps({"architectures": ["LlamaForCausalLM"]}))
+    shutil.copy(st_path, folder / "model-00001-of-00002.safetensors")
+    shards = {"a": "model-00001-of-00002.safetensors", "b": "model-00002-of-00002.safetensors"}
+    (folder / "model.safetensors.index.json").write_text(json.dumps({"weight_map": shards}))
+    [entry] = [e for e in ModelLibrary().entries() if e.format == "safetensors"]
+    assert entry.error is not None and "1 of 2 weight shards missing" in entry.error
+    shutil.copy(st_path, folder / "model-00002-of-00002.safetensors")
+    [entry] = [e for e in ModelLibrary().entries() if e.format == "safetensors"]
+    assert entry.error is None
