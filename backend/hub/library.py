@@ -131,7 +131,7 @@ def describe_gguf(
         missing = [p.name for p in expected if not p.exists()]
         error = (
             f"split model incomplete: {len(missing)} of {len(expected)} parts missing "
-            f"({', '.join(missing[:3])}{', ...' if len(missing) > 3 else ''}); download them all"
+            f"({_first_names(missing)}); download them all"
         )
     return LibraryEntry(
         name=name,
@@ -168,6 +168,10 @@ def _safetensors_stats(path: Path) -> tuple[int, int]:
     return params, bits
 
 
+def _first_names(names: list[str], shown: int = 3) -> str:
+    return ", ".join(names[:shown]) + (", ..." if len(names) > shown else "")
+
+
 def _missing_shards(folder: Path) -> str | None:
     """Why a sharded checkpoint is incomplete (an interrupted download), if it is: the
     shards its ``model.safetensors.index.json`` names that are not there."""
@@ -180,7 +184,7 @@ def _missing_shards(folder: Path) -> str | None:
         return None
     return (
         f"incomplete: {len(missing)} of {len(shards)} weight shards missing "
-        f"({', '.join(missing[:3])}{', ...' if len(missing) > 3 else ''}); download them all"
+        f"({_first_names(missing)}); download them all"
     )
 
 
