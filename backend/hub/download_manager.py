@@ -281,16 +281,9 @@ class DownloadManager:
         if size is not None:
             check_disk_space(self.library, size - have, hub_file.path)
 
-        try:
-            self._stream(
-                location, headers, part, have, size, repo_id, hub_file, file_index, file_count
-            )
-        except HubConnectionError as exc:
-            got = part.stat().st_size if part.exists() else 0
-            raise DownloadError(
-                f"{hub_file.path}: download interrupted at {got / 1e6:.1f} MB ({exc}); "
-                "run it again to resume"
-            ) from exc
+        self._stream_resuming(
+            location, headers, part, have, size, repo_id, hub_file, file_index, file_count
+        )
         done = part.stat().st_size
         if size is not None and done != size:
             raise DownloadError(
@@ -312,6 +305,50 @@ class DownloadManager:
         return target
 
     # --- internals -------------------------------------------------------------------------
+    def _stream_resuming(
+        self,
+        url: str,
+        headers: dict[str, str],
+        part: Path,
+        have: int,
+        size: int | None,
+        repo_id: str,
+        hub_file: HubFile,
+        file_index: int,
+        file_count: int,
+    ) -> None:
+        """:meth:`_stream`, resumed after a dropped connection: at once while each try
+        brings bytes, else after a doubling wait, up to ``download_retries`` fruitless tries."""
+        fruitless = 0
+        while True:
+            try:
+                self._stream(
+                    url, headers, part, have, size, repo_id, hub_file, file_index, file_count
+                )
+                return
+            except HubConnectionError as exc:
+                got = part.stat().st_size if part.exists() else 0
+                fruitless = 0 if got > have else fruitless + 1
+                have = got
+                if fruitless > self.settings.download_retries or self.cancel.is_set():
+                    raise DownloadError(
+                        f"{hub_file.path}: download interrupted at {got / 1e6:.1f} MB ({exc}); "
+                        "run it again to resume"
+                    ) from exc
+                delay = self.settings.retry_delay_s * (2 ** (fruitless - 1)) if fruitless else 0
+                log.warning(
+                    "%s: connection lost at %.1f MB (%s); resuming in %.1f s",
+                    hub_file.path,
+                    got / 1e6,
+                    exc,
+                    delay,
+                )
+                if self.cancel.wait(delay):
+                    raise DownloadCancelledError(
+                        f"download of {hub_file.path} cancelled; run it again to resume "
+                        f"from {got / 1e6:.1f} MB"
+                    ) from exc
+
     def _stream(
         self,
         url: str,

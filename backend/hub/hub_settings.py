@@ -38,6 +38,22 @@ class HubSettings(BaseSettings):
         description="Bytes read between progress reports and cancel checks",
     )
 
+    download_retries: int = Field(
+        5,
+        ge=0,
+        le=50,
+        description=(
+            "Times a dropped connection is resumed automatically without any new bytes in "
+            "between (a retry that brings bytes starts the count again)"
+        ),
+    )
+    retry_delay_s: float = Field(
+        1.0,
+        ge=0.0,
+        le=60.0,
+        description="First wait before resuming a dropped download; doubles per fruitless try",
+    )
+
     def library_dir(self) -> Path:
         """The models folder, created on demand."""
         if self.models_dir is not None:
