@@ -114,6 +114,20 @@ class _RateMeter:
 HashProgress = Callable[[int], None]
 
 
+@dataclass(frozen=True)
+class _Transfer:
+    """One file on its way from the Hub to its ``.part`` file."""
+
+    repo_id: str
+    hub_file: HubFile
+    url: str
+    headers: dict[str, str]
+    part: Path
+    size: int | None
+    file_index: int
+    file_count: int
+
+
 def _hash_file(
     path: Path, algorithm: str, prefix: bytes = b"", progress: HashProgress | None = None
 ) -> str:
@@ -245,10 +259,11 @@ class DownloadManager:
                 f"{hub_file.path} is being downloaded by another QuantDesk window or command; "
                 "wait for it to finish (this one would corrupt it)"
             ) from None
+        transfer = _Transfer(
+            repo_id, hub_file, location, headers, part, size, file_index, file_count
+        )
         try:
-            return self._fetch(
-                listing, hub_file, part, location, headers, size, target, file_index, file_count
-            )
+            return self._fetch(transfer, target)
         finally:
             lock.release()
             # leave no lock file behind (Windows' filelock removes it itself); a third
@@ -256,21 +271,11 @@ class DownloadManager:
             with contextlib.suppress(OSError):
                 Path(lock.lock_file).unlink()
 
-    def _fetch(
-        self,
-        listing: RepoListing,
-        hub_file: HubFile,
-        part: Path,
-        location: str,
-        headers: dict[str, str],
-        size: int | None,
-        target: Path,
-        file_index: int,
-        file_count: int,
-    ) -> Path:
+    def _fetch(self, t: _Transfer, target: Path) -> Path:
         """Stream (resuming), verify and move one file into the library; the caller holds
         the file's lock."""
-        repo_id = listing.repo_id
+        repo_id, hub_file, part, size = t.repo_id, t.hub_file, t.part, t.size
+        file_index, file_count = t.file_index, t.file_count
         if self._already_done(repo_id, hub_file):  # another process finished it meanwhile
             return target
         have = part.stat().st_size if part.exists() else 0
@@ -281,9 +286,7 @@ class DownloadManager:
         if size is not None:
             check_disk_space(self.library, size - have, hub_file.path)
 
-        self._stream_resuming(
-            location, headers, part, have, size, repo_id, hub_file, file_index, file_count
-        )
+        self._stream_resuming(t, have)
         done = part.stat().st_size
         if size is not None and done != size:
             raise DownloadError(
@@ -305,65 +308,43 @@ class DownloadManager:
         return target
 
     # --- internals -------------------------------------------------------------------------
-    def _stream_resuming(
-        self,
-        url: str,
-        headers: dict[str, str],
-        part: Path,
-        have: int,
-        size: int | None,
-        repo_id: str,
-        hub_file: HubFile,
-        file_index: int,
-        file_count: int,
-    ) -> None:
+    def _stream_resuming(self, t: _Transfer, have: int) -> None:
         """:meth:`_stream`, resumed after a dropped connection: at once while each try
         brings bytes, else after a doubling wait, up to ``download_retries`` fruitless tries."""
         fruitless = 0
         while True:
             try:
-                self._stream(
-                    url, headers, part, have, size, repo_id, hub_file, file_index, file_count
-                )
+                self._stream(t, have)
                 return
             except HubConnectionError as exc:
-                got = part.stat().st_size if part.exists() else 0
+                got = t.part.stat().st_size if t.part.exists() else 0
                 fruitless = 0 if got > have else fruitless + 1
                 have = got
                 if fruitless > self.settings.download_retries or self.cancel.is_set():
                     raise DownloadError(
-                        f"{hub_file.path}: download interrupted at {got / 1e6:.1f} MB ({exc}); "
+                        f"{t.hub_file.path}: download interrupted at {got / 1e6:.1f} MB ({exc}); "
                         "run it again to resume"
                     ) from exc
                 delay = self.settings.retry_delay_s * (2 ** (fruitless - 1)) if fruitless else 0
                 log.warning(
                     "%s: connection lost at %.1f MB (%s); resuming in %.1f s",
-                    hub_file.path,
+                    t.hub_file.path,
                     got / 1e6,
                     exc,
                     delay,
                 )
                 if self.cancel.wait(delay):
                     raise DownloadCancelledError(
-                        f"download of {hub_file.path} cancelled; run it again to resume "
+                        f"download of {t.hub_file.path} cancelled; run it again to resume "
                         f"from {got / 1e6:.1f} MB"
                     ) from exc
 
-    def _stream(
-        self,
-        url: str,
-        headers: dict[str, str],
-        part: Path,
-        have: int,
-        size: int | None,
-        repo_id: str,
-        hub_file: HubFile,
-        file_index: int,
-        file_count: int,
-    ) -> None:
+    def _stream(self, t: _Transfer, have: int) -> None:
+        repo_id, hub_file, url, part, size = t.repo_id, t.hub_file, t.url, t.part, t.size
+        file_index, file_count = t.file_index, t.file_count
         if size is not None and have == size:
             return  # complete but not yet verified (e.g. killed while hashing)
-        request_headers = dict(headers)
+        request_headers = dict(t.headers)
         request_headers["Accept-Encoding"] = "identity"
         if have:
             request_headers["Range"] = f"bytes={have}-"
