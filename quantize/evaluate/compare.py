@@ -64,7 +64,8 @@ def _facts(model: LoadedModel, path: Path) -> dict[str, object]:
         "name": path.stem,
         "size_bytes": size,
         "n_params": model.n_params,
-        "bpw": 8.0 * size / model.n_params if model.n_params else float("nan"),
+        # tensor bytes only, as llama.cpp counts bits per weight (not the tokenizer metadata)
+        "bpw": 8.0 * model.tensor_bytes / model.n_params if model.n_params else float("nan"),
         "load_s": model.load_s,
         "prompt_tok_s": float("nan"),
         "gen_tok_s": float("nan"),
@@ -204,6 +205,8 @@ def run_compare(
                     mean_dp_pct=summary.mean_dp_pct,
                     max_abs_dp_pct=summary.max_abs_dp_pct,
                     same_top_pct=summary.same_top_pct,
+                    ln_ppl_ratio_unc=summary.ln_ppl_ratio_unc,
+                    same_top_pct_unc=summary.same_top_pct_unc,
                     eval_s=eval_s,
                 )
             )

@@ -161,6 +161,7 @@ class LoadedModel:
         self.vocab = llama_cpp.llama_model_get_vocab(self.model)
         self.n_vocab = int(llama_cpp.llama_vocab_n_tokens(self.vocab))
         self.n_params = int(llama_cpp.llama_model_n_params(self.model))
+        self.tensor_bytes = int(llama_cpp.llama_model_size(self.model))
         self.add_bos = bool(llama_cpp.llama_vocab_get_add_bos(self.vocab))
         self.bos = int(llama_cpp.llama_vocab_bos(self.vocab))
         self._contexts: list[Context] = []

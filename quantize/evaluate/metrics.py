@@ -119,8 +119,10 @@ def compare_block(
     nll_base = -log_p_base[rows, tokens].astype(np.float64)
 
     p_base = np.exp(log_p_base)
-    p_base[log_p_base <= np.float32(LOG_PROB_FLOOR)] = 0.0
+    skipped = log_p_base <= np.float32(LOG_PROB_FLOOR)
+    p_base[skipped] = 0.0
     log_p_base -= log_p  # now log p_base - log p
+    log_p_base[skipped] = 0.0  # llama.cpp skips these terms: no 0 * inf when log p = -inf
     kld = np.einsum("ij,ij->i", p_base, log_p_base, dtype=np.float64)
 
     top_base = (
@@ -168,6 +170,8 @@ class KldSummary:
     mean_dp_pct: float
     max_abs_dp_pct: float
     same_top_pct: float
+    ln_ppl_ratio_unc: float = 0.0  # llama.cpp's, from the covariance of the two NLLs
+    same_top_pct_unc: float = 0.0
 
 
 @dataclass
@@ -193,8 +197,12 @@ class KldAccumulator:
         same = np.concatenate([p.same_top for p in self._parts])
 
         mean_nll, unc_nll = mean_and_uncertainty(nll)
-        mean_nll_base = float(nll_base.mean())
+        mean_nll_base, unc_nll_base = mean_and_uncertainty(nll_base)
         ln_ratio = mean_nll - mean_nll_base
+        n = nll.size
+        cov = float(np.mean(nll * nll_base) - mean_nll * mean_nll_base) / (n - 1) if n > 1 else 0.0
+        ln_ratio_var = unc_nll**2 + unc_nll_base**2 - 2.0 * cov
+        same_p = float(same.mean())
         kld_mean, kld_unc = mean_and_uncertainty(kld)
         return KldSummary(
             count=int(nll.size),
@@ -212,7 +220,11 @@ class KldAccumulator:
             rms_dp_pct=100.0 * float(np.sqrt(np.mean(p_diff * p_diff))),
             mean_dp_pct=100.0 * float(p_diff.mean()),
             max_abs_dp_pct=100.0 * float(np.abs(p_diff).max()),
-            same_top_pct=100.0 * float(same.mean()),
+            same_top_pct=100.0 * same_p,
+            ln_ppl_ratio_unc=float(np.sqrt(ln_ratio_var)) if ln_ratio_var > 0 and n > 10 else 0.0,
+            same_top_pct_unc=100.0 * float(np.sqrt(same_p * (1.0 - same_p) / (n - 1)))
+            if n > 10
+            else 0.0,
         )
 
 

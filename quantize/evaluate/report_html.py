@@ -29,6 +29,13 @@ def _td(value: object, fmt: str = "", left: bool = False) -> str:
     return f'<td class="l">{escape(text)}</td>' if left else f"<td>{escape(text)}</td>"
 
 
+def _td_unc(value: float, unc: float, fmt: str) -> str:
+    """A figure with its standard error: close quants differ by less than the noise."""
+    if not unc or unc != unc:
+        return _td(value, fmt)
+    return f"<td>{escape(format(value, fmt))} ± {escape(format(unc, fmt))}</td>"
+
+
 def render_html(
     result: CompareResult, plot_png: bytes | None, failing: set[str] | None = None
 ) -> str:
@@ -83,13 +90,13 @@ def render_html(
                     _td(c.size_bytes / 1e6, ".1f"),
                     _td(c.bpw, ".2f"),
                     _td(c.ppl, ".4f"),
-                    _td(c.ppl_ratio, ".4f"),
-                    _td(c.kld_mean, ".5f"),
+                    _td_unc(c.ppl_ratio, c.ppl_ratio * c.ln_ppl_ratio_unc, ".4f"),
+                    _td_unc(c.kld_mean, c.kld_mean_unc, ".5f"),
                     _td(c.kld_p99, ".4f"),
                     _td(c.kld_p90, ".4f"),
                     _td(c.kld_median, ".5f"),
                     _td(c.rms_dp_pct, ".2f"),
-                    _td(c.same_top_pct, ".2f"),
+                    _td_unc(c.same_top_pct, c.same_top_pct_unc, ".2f"),
                     _td(c.load_s, ".2f"),
                     _td(c.prompt_tok_s, ".0f"),
                     _td(c.gen_tok_s, ".1f"),

@@ -46,6 +46,8 @@ class CandidateResult(ModelFacts):
     mean_dp_pct: float = float("nan")
     max_abs_dp_pct: float = float("nan")
     same_top_pct: float = float("nan")
+    ln_ppl_ratio_unc: float = 0.0
+    same_top_pct_unc: float = 0.0
     eval_s: float = 0.0
 
 

@@ -89,6 +89,10 @@ def test_reference_perplexity_and_facts_are_plausible(
     assert 15.5 < ref.bpw < 17.5
     q8, q4, q2 = result.candidates[:3]
     assert 8.0 < q8.bpw < 9.5 and q2.bpw < q4.bpw < q8.bpw
+    # bits per weight count tensor bytes, not the file's tokenizer metadata (~1.8 MB here)
+    assert q8.bpw < 8.0 * q8.size_bytes / q8.n_params - 0.05
+    for c in (q8, q4, q2):
+        assert 0 < c.ln_ppl_ratio_unc < 0.1 and 0 < c.same_top_pct_unc < 5
     assert ref.size_bytes > q8.size_bytes > q4.size_bytes > q2.size_bytes
     for m in (ref, q8, q4, q2):
         assert m.load_s > 0 and m.prompt_tok_s > 0 and m.gen_tok_s > 0

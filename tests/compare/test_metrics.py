@@ -129,3 +129,30 @@ def test_summary_combines_blocks() -> None:
     assert s.kld_p90 == pytest.approx(0.27)  # sorted 0, .1, .2, .3; p = 2.7 -> .2 + .7 * .1
     assert s.rms_dp_pct == pytest.approx(100 * math.sqrt((0.01 + 0.01 + 0.04) / 4))
     assert s.same_top_pct == pytest.approx(75.0)
+
+
+def test_a_dropped_reference_term_stays_finite_against_minus_infinity() -> None:
+    """A candidate that rules a token out (-inf) where the reference's term is skipped:
+    llama.cpp skips the term, so the divergence is finite (no 0 * inf = NaN)."""
+    ref = encode_log_probs(np.array([[0.0, -30.0]], dtype=np.float32), _tokens(0))
+    cand = np.array([[0.0, -np.inf]], dtype=np.float32)
+    m = compare_block(cand, ref.rows, _tokens(0))
+    assert np.isfinite(m.kld[0]) and m.kld[0] == pytest.approx(0.0, abs=1e-4)
+
+
+def test_ratio_and_same_top_uncertainties_follow_llama_cpp() -> None:
+    rng = np.random.default_rng(3)
+    nll_base = rng.gamma(2.0, 1.0, 400)
+    nll = nll_base + rng.normal(0.05, 0.1, 400)  # a close quant: strongly correlated NLLs
+    same = rng.random(400) < 0.9
+    acc = KldAccumulator()
+    acc.add(BlockMetrics(nll, nll_base, np.abs(nll - nll_base), nll * 0, same))
+    s = acc.summary()
+    n = nll.size
+    diff = nll - nll_base  # var(a - b) = var a + var b - 2 cov: the paired standard error
+    assert s.ln_ppl_ratio_unc == pytest.approx(np.sqrt(np.var(diff) / (n - 1)), rel=1e-6)
+    # pairing matters: treating the two runs as independent would be ~10x wider here
+    unpaired = np.sqrt((np.var(nll) + np.var(nll_base)) / (n - 1))
+    assert s.ln_ppl_ratio_unc < unpaired / 5
+    p = same.mean()
+    assert s.same_top_pct_unc == pytest.approx(100 * np.sqrt(p * (1 - p) / (n - 1)))
