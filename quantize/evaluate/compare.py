@@ -137,7 +137,7 @@ def run_compare(
                 plan.n_seq,
             )
             n_seq_ctx = plan.n_ctx * plan.n_seq
-            ctx = ref_model.context(n_seq_ctx, n_seq_ctx, plan.n_seq)
+            ctx = ref_model.context(n_seq_ctx, n_seq_ctx, plan.n_seq, cancel)
             writer = BaseLogitsWriter(base_path, plan.n_ctx, ref_model.n_vocab, plan.tokens)
 
             def ref_step(done: int, total: int) -> None:
@@ -172,7 +172,7 @@ def run_compare(
                         "KL divergence needs the same vocabulary"
                     )
                 base.check_matches(plan.n_ctx, model.n_vocab, plan.tokens)
-                ctx = model.context(n_seq_ctx, n_seq_ctx, plan.n_seq)
+                ctx = model.context(n_seq_ctx, n_seq_ctx, plan.n_seq, cancel)
 
                 def cand_step(
                     done: int, total: int, stage: str = stage, name: str = path.name

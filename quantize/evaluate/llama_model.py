@@ -9,6 +9,7 @@ from __future__ import annotations
 import ctypes
 import logging
 import os
+import threading
 import time
 from pathlib import Path
 from types import TracebackType
@@ -17,7 +18,7 @@ from typing import Any
 import llama_cpp
 import numpy as np
 
-from quantize.evaluate.errors import DecodeError, ModelLoadError
+from quantize.evaluate.errors import CompareCancelledError, DecodeError, ModelLoadError
 from quantize.evaluate.metrics import F32, I32
 
 log = logging.getLogger(__name__)
@@ -101,7 +102,13 @@ class Context:
     """One llama.cpp context (KV cache, threads) with a reusable batch."""
 
     def __init__(
-        self, model: LoadedModel, n_ctx: int, n_batch: int, n_seq: int, n_threads: int
+        self,
+        model: LoadedModel,
+        n_ctx: int,
+        n_batch: int,
+        n_seq: int,
+        n_threads: int,
+        cancel: threading.Event | None = None,
     ) -> None:
         params = llama_cpp.llama_context_default_params()
         params.n_ctx = n_ctx
@@ -121,6 +128,12 @@ class Context:
             )
         self.memory = llama_cpp.llama_get_memory(self.ctx)
         self.batch = Batch(n_batch)
+        self.cancel = cancel
+        if cancel is not None:
+            # llama.cpp asks between graph nodes: a cancel stops a long decode within
+            # milliseconds instead of after it (kept on self: ctypes must not free it)
+            self._abort = llama_cpp.ggml_abort_callback(lambda _data: cancel.is_set())
+            llama_cpp.llama_set_abort_callback(self.ctx, self._abort, None)
 
     def clear(self) -> None:
         llama_cpp.llama_memory_clear(self.memory, True)
@@ -129,6 +142,8 @@ class Context:
         """Decode one batch; returns how many rows of logits it produced."""
         batch = self.batch.fill(tokens, pos, seq, want_logits)
         rc = llama_cpp.llama_decode(self.ctx, batch)
+        if rc != 0 and self.cancel is not None and self.cancel.is_set():
+            raise CompareCancelledError("comparison cancelled")
         if rc != 0:
             raise DecodeError(f"llama_decode failed with code {rc} on {self.model.path.name}")
         return int(np.count_nonzero(want_logits))
@@ -210,8 +225,10 @@ class LoadedModel:
             return user_text, False
         return buf.raw[:n].decode("utf-8", "replace"), True
 
-    def context(self, n_ctx: int, n_batch: int, n_seq: int = 1) -> Context:
-        ctx = Context(self, n_ctx, n_batch, n_seq, self.n_threads)
+    def context(
+        self, n_ctx: int, n_batch: int, n_seq: int = 1, cancel: threading.Event | None = None
+    ) -> Context:
+        ctx = Context(self, n_ctx, n_batch, n_seq, self.n_threads, cancel)
         self._contexts.append(ctx)
         return ctx
 

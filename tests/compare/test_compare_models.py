@@ -217,3 +217,23 @@ def test_cli_writes_outputs_and_gate_fails_naming_the_quant(
     assert data["candidates"][0]["kld_mean"] > 0.0001
     assert plot.read_bytes()[:4] == b"\x89PNG"
     assert "data:image/png;base64," in report.read_text()
+
+
+def test_a_cancel_stops_llama_decode_itself(smollm2_quants: dict[str, Path]) -> None:
+    """llama.cpp polls the cancel between graph nodes, so a cancel does not wait for a
+    whole decode (thousands of tokens on a big model). Set before the call, the decode
+    stops at its first node; without it the same decode completes."""
+    n = 256
+    tokens = np.arange(100, 100 + n, dtype=np.int32)
+    pos = np.arange(n, dtype=np.int32)
+    seq = np.zeros(n, dtype=np.int32)
+    want = np.zeros(n, dtype=bool)
+    want[-1] = True
+    cancel = threading.Event()
+    with LoadedModel(smollm2_quants["Q2_K"], n_threads=2) as model:
+        ctx = model.context(n, n, 1, cancel)
+        assert ctx.decode(tokens, pos, seq, want) == 1  # not cancelled: it runs
+        ctx.clear()
+        cancel.set()
+        with pytest.raises(CompareCancelledError):
+            ctx.decode(tokens, pos, seq, want)
