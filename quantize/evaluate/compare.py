@@ -13,7 +13,6 @@ between decodes and between answers.
 from __future__ import annotations
 
 import logging
-import tempfile
 import threading
 import time
 from dataclasses import dataclass
@@ -34,6 +33,7 @@ from quantize.evaluate.generation import (
 from quantize.evaluate.llama_model import LoadedModel, default_threads
 from quantize.evaluate.results import Answer, CandidateResult, CompareResult, ReferenceResult
 from quantize.evaluate.scoring import ChunkPlan, make_plan, score_candidate, score_reference
+from quantize.evaluate.scratch import base_file_bytes, check_space, scratch_folder
 from quantize.progress import Progress, ProgressCallback, no_progress
 
 log = logging.getLogger(__name__)
@@ -111,8 +111,8 @@ def run_compare(
         raise ModelLoadError("give at least one candidate GGUF")
     text = load_text(config.text_path, config.max_text_chars)
     prompts = load_prompts(config.prompts_path) if config.answers else []
-    with tempfile.TemporaryDirectory(prefix="quantdesk-compare-") as tmp:
-        base_path = config.keep_base or Path(tmp) / "reference.kld"
+    with scratch_folder() as tmp:
+        base_path = config.keep_base or tmp / "reference.kld"
         progress(Progress("reference", 0, 1, f"loading {config.reference.name}"))
         with _load(config.reference, config) as ref_model:
             tokens = ref_model.tokenize(text.text, add_special=True)
@@ -136,6 +136,7 @@ def run_compare(
                 plan.n_ctx,
                 plan.n_seq,
             )
+            check_space(base_path, base_file_bytes(plan.n_chunk, plan.n_ctx, ref_model.n_vocab))
             n_seq_ctx = plan.n_ctx * plan.n_seq
             ctx = ref_model.context(n_seq_ctx, n_seq_ctx, plan.n_seq, cancel)
             writer = BaseLogitsWriter(base_path, plan.n_ctx, ref_model.n_vocab, plan.tokens)
