@@ -72,10 +72,28 @@ def _facts(model: LoadedModel, path: Path) -> dict[str, object]:
     }
 
 
-def _load(path: Path, config: CompareConfig) -> LoadedModel:
+def _load(path: Path, config: CompareConfig, *, vocab_only: bool = False) -> LoadedModel:
     if not path.is_file():
         raise ModelLoadError(f"model file not found: {path}")
-    return LoadedModel(path, config.threads, config.n_gpu_layers)
+    return LoadedModel(path, config.threads, config.n_gpu_layers, vocab_only=vocab_only)
+
+
+def _check_tokenizer(model: LoadedModel, n_vocab: int, text: str, tokens: np.ndarray) -> None:
+    if model.n_vocab != n_vocab or not np.array_equal(
+        model.tokenize(text, add_special=True), tokens
+    ):
+        raise IncompatibleModelsError(
+            f"{model.path.name} does not share the reference's tokenizer; "
+            "KL divergence needs the same vocabulary"
+        )
+
+
+def _check_candidates(config: CompareConfig, n_vocab: int, text: str, tokens: np.ndarray) -> None:
+    """Every candidate loads and tokenises the text as the reference does: found before
+    the reference pass, not hours later at that candidate's turn."""
+    for path in config.candidates:
+        with _load(path, config, vocab_only=True) as model:
+            _check_tokenizer(model, n_vocab, text, tokens)
 
 
 def _speed_and_answers(
@@ -121,6 +139,7 @@ def run_compare(
                     f"the text has {tokens.size} tokens; at least {2 * config.n_ctx} are needed "
                     f"for --ctx {config.n_ctx}"
                 )
+            _check_candidates(config, ref_model.n_vocab, text.text, tokens)
             plan = make_plan(
                 tokens,
                 config.n_ctx,
@@ -165,13 +184,7 @@ def run_compare(
             stage = f"candidate {index}/{len(config.candidates)}"
             progress(Progress(stage, 0, plan.n_groups, f"loading {path.name}"))
             with _load(path, config) as model:
-                if model.n_vocab != ref_vocab or not np.array_equal(
-                    model.tokenize(text.text, add_special=True), tokens
-                ):
-                    raise IncompatibleModelsError(
-                        f"{path.name} does not share the reference's tokenizer; "
-                        "KL divergence needs the same vocabulary"
-                    )
+                _check_tokenizer(model, ref_vocab, text.text, tokens)
                 base.check_matches(plan.n_ctx, model.n_vocab, plan.tokens)
                 ctx = model.context(n_seq_ctx, n_seq_ctx, plan.n_seq, cancel)
 

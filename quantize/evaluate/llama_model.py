@@ -162,12 +162,20 @@ class Context:
 class LoadedModel:
     """A GGUF loaded with llama.cpp; use as a context manager so it is always freed."""
 
-    def __init__(self, path: Path, n_threads: int | None = None, n_gpu_layers: int = 0) -> None:
+    def __init__(
+        self,
+        path: Path,
+        n_threads: int | None = None,
+        n_gpu_layers: int = 0,
+        *,
+        vocab_only: bool = False,
+    ) -> None:
         _init_backend()
         self.path = path
         self.n_threads = n_threads or default_threads()
         params = llama_cpp.llama_model_default_params()
         params.n_gpu_layers = n_gpu_layers
+        params.vocab_only = vocab_only  # the tokenizer alone: loads in milliseconds
         started = time.perf_counter()
         self.model = llama_cpp.llama_model_load_from_file(str(path).encode(), params)
         self.load_s = time.perf_counter() - started

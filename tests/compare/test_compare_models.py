@@ -169,10 +169,13 @@ def test_unloadable_candidate_is_reported_by_name(
         answers=False,
         speed=False,
     )
+    events: list[Progress] = []
     with pytest.raises(Exception) as info:
-        run_compare(config)
+        run_compare(config, events.append)
     assert not isinstance(info.value, IncompatibleModelsError)
     assert "broken.gguf" in str(info.value)
+    # found up front (its tokenizer alone is loaded), not after the reference pass
+    assert not [e for e in events if e.stage == "reference" and e.done > 0]
 
 
 def test_cli_writes_outputs_and_gate_fails_naming_the_quant(
