@@ -46,7 +46,10 @@ def ready_engine(request: Request) -> Engine:
 
 
 def check_model(engine: Engine, model: str | None) -> None:
-    if model and model not in (engine.model_id, engine.model_path.name):
+    """404 unless ``model`` names the served model: its id or file name, with or without
+    ``.gguf``, in any case (people type model names into IDE plugin settings by hand)."""
+    names = {engine.model_id, engine.model_path.name, engine.model_path.stem}
+    if model and model.casefold() not in {n.casefold() for n in names}:
         raise ApiError(
             404,
             f"the model '{model}' does not exist; this server serves '{engine.model_id}'",

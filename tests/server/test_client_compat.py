@@ -145,3 +145,13 @@ def test_a_json_answer_is_not_taken_for_a_call_of_an_undeclared_tool(
     assert "tool_calls" not in choice["message"]
     person = json.loads(choice["message"]["content"])
     assert set(person) == {"name", "age"}
+
+
+def test_the_model_name_is_matched_as_people_type_it(live_server: LiveServer) -> None:
+    """Typed into a plugin's settings: any case, with or without .gguf; a different model
+    is still a 404."""
+    file_name = live_server.handle.app.state.engine.model_path.name
+    for name in ("smollm2-135m-instruct", "SMOLLM2-135M-INSTRUCT", file_name, file_name.upper()):
+        r = _chat(live_server, model=name, messages=ASK, max_tokens=1)
+        assert r.status_code == 200, (name, r.text)
+    assert _chat(live_server, model="SmolLM2-360M-Instruct", messages=ASK).status_code == 404
