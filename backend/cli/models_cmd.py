@@ -161,6 +161,24 @@ def _cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_partials(args: argparse.Namespace) -> int:
+    manager = DownloadManager(_settings(args))
+    if args.discard:
+        removed = manager.discard_partial_downloads()
+        for path, size in removed:
+            _out(f"deleted {path} ({human_bytes(size)})")
+        _out(f"freed {human_bytes(sum(size for _, size in removed))}")
+        return 0
+    parts = manager.partial_downloads()
+    for path, size in parts:
+        _out(f"{human_bytes(size):>9}  {path}")
+    _out(
+        f"{len(parts)} unfinished download(s), {human_bytes(sum(s for _, s in parts))}; "
+        "'quantdesk models pull' resumes one, --discard deletes them"
+    )
+    return 0
+
+
 def _cmd_rm(args: argparse.Namespace) -> int:
     removed = ModelLibrary(_settings(args)).delete(args.name)
     for path in removed:
@@ -276,6 +294,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p = sub.add_parser("list", help="list the models in the library")
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=_cmd_list)
+
+    p = sub.add_parser("partials", help="list unfinished downloads, or --discard them")
+    p.add_argument("--discard", action="store_true", help="delete those no process is writing")
+    p.set_defaults(handler=_cmd_partials)
 
     p = sub.add_parser("rm", help="delete a model from the library")
     p.add_argument("name")

@@ -201,6 +201,36 @@ class DownloadManager:
         rel = _safe_relative(hub_file.path)
         return self.library / PARTIAL_DIR / repo_folder_name(repo_id) / f"{rel}.{tag}.part"
 
+    # --- unfinished downloads ----------------------------------------------------------------
+    def partial_downloads(self) -> list[tuple[Path, int]]:
+        """Unfinished downloads (``.part`` files) and their sizes, largest first: a cancelled
+        download left for later, or one whose file changed on the Hub since."""
+        folder = self.library / PARTIAL_DIR
+        parts = [(p, p.stat().st_size) for p in folder.rglob("*.part") if p.is_file()]
+        return sorted(parts, key=lambda item: -item[1])
+
+    def discard_partial_downloads(self) -> list[tuple[Path, int]]:
+        """Delete the unfinished downloads no process is writing; returns what went."""
+        removed = []
+        for part, size in self.partial_downloads():
+            lock = FileLock(f"{part}.lock")
+            try:
+                lock.acquire(timeout=0)
+            except Timeout:
+                log.info("%s is being downloaded; kept", part)
+                continue
+            try:
+                part.unlink(missing_ok=True)
+                removed.append((part, size))
+            finally:
+                lock.release()
+                with contextlib.suppress(OSError):
+                    Path(lock.lock_file).unlink()
+        for folder in sorted((self.library / PARTIAL_DIR).glob("**/"), reverse=True):
+            with contextlib.suppress(OSError):
+                folder.rmdir()  # only empty ones go
+        return removed
+
     # --- public API --------------------------------------------------------------------------
     def pull(
         self,

@@ -345,3 +345,51 @@ def test_a_file_another_process_is_downloading_is_refused_not_corrupted(
         holder.wait()
     [path] = pull(GGUF_REPO)  # the lock went with the process
     assert path.is_file()
+
+
+def test_unfinished_downloads_are_listed_and_discarded_unless_in_use(
+    hub: HubStandIn, smollm2_path: Path, isolated_home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cancel = threading.Event()
+    size = smollm2_path.stat().st_size
+
+    def stop_midway(p: DownloadProgress) -> None:
+        if p.done_bytes > size // 3:
+            cancel.set()
+
+    with pytest.raises(DownloadCancelledError):
+        pull(GGUF_REPO, progress=stop_midway, cancel=cancel)
+    at_once = threading.Event()
+    at_once.set()  # a second download, stopped at its first chunk
+    with pytest.raises(DownloadCancelledError):
+        pull(SPLIT_REPO, [SPLIT_FILES[1]], cancel=at_once)
+    manager = DownloadManager()
+    parts = manager.partial_downloads()
+    assert len(parts) == 2 and parts[0][1] > parts[1][1]  # largest first
+    assert main(["models", "partials"]) == 0
+    listed = capsys.readouterr().out
+    assert "2 unfinished download(s)" in listed and GGUF_FILE in listed
+
+    in_use = parts[1][0]  # another process is writing this one: it stays
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from filelock import FileLock; "
+            "lock = FileLock(sys.argv[1]); lock.acquire(); print('held', flush=True); "
+            "time.sleep(60)",
+            f"{in_use}.lock",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        assert main(["models", "partials", "--discard"]) == 0
+    finally:
+        holder.kill()
+        holder.wait()
+    out = capsys.readouterr().out
+    assert f"deleted {parts[0][0]}" in out and "freed" in out
+    assert not parts[0][0].exists() and in_use.exists()
+    assert [p for p, _ in manager.partial_downloads()] == [in_use]
