@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -11,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +61,29 @@ def _blob_gets(hub: HubStandIn) -> list[str]:
         for r in hub.requests
         if r.method == "GET" and r.path.startswith("/_cdn/")
     ]
+
+
+@contextlib.contextmanager
+def _lock_held_elsewhere(part: Path) -> Iterator[None]:
+    """Another process (as a second QuantDesk window would) holds ``part``'s download lock."""
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from filelock import FileLock; "
+            "lock = FileLock(sys.argv[1]); lock.acquire(); print('held', flush=True); "
+            "time.sleep(60)",
+            f"{part}.lock",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        yield
+    finally:
+        holder.kill()
+        holder.wait()
 
 
 def _all_files(folder: Path) -> list[Path]:
@@ -323,26 +348,10 @@ def test_a_file_another_process_is_downloading_is_refused_not_corrupted(
     assert hub_file is not None
     part = manager.partial_path(GGUF_REPO, hub_file)
     part.parent.mkdir(parents=True, exist_ok=True)
-    holder = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            "import sys, time; from filelock import FileLock; "
-            "lock = FileLock(sys.argv[1]); lock.acquire(); print('held', flush=True); "
-            "time.sleep(60)",
-            f"{part}.lock",
-        ],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+    with _lock_held_elsewhere(part):
         with pytest.raises(DownloadError, match="being downloaded by another"):
             pull(GGUF_REPO)
         assert not part.exists()  # nothing was written next to the other writer
-    finally:
-        holder.kill()
-        holder.wait()
     [path] = pull(GGUF_REPO)  # the lock went with the process
     assert path.is_file()
 
@@ -371,24 +380,8 @@ def test_unfinished_downloads_are_listed_and_discarded_unless_in_use(
     assert "2 unfinished download(s)" in listed and GGUF_FILE in listed
 
     in_use = parts[1][0]  # another process is writing this one: it stays
-    holder = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            "import sys, time; from filelock import FileLock; "
-            "lock = FileLock(sys.argv[1]); lock.acquire(); print('held', flush=True); "
-            "time.sleep(60)",
-            f"{in_use}.lock",
-        ],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+    with _lock_held_elsewhere(in_use):
         assert main(["models", "partials", "--discard"]) == 0
-    finally:
-        holder.kill()
-        holder.wait()
     out = capsys.readouterr().out
     assert f"deleted {parts[0][0]}" in out and "freed" in out
     assert not parts[0][0].exists() and in_use.exists()
