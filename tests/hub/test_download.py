@@ -12,7 +12,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -86,6 +86,17 @@ def _lock_held_elsewhere(part: Path) -> Iterator[None]:
         holder.wait()
 
 
+def _stop_a_third_in(size: int) -> tuple[threading.Event, Callable[[DownloadProgress], None]]:
+    """A cancel event, and a progress callback that sets it a third of the way through."""
+    cancel = threading.Event()
+
+    def stop_midway(p: DownloadProgress) -> None:
+        if p.done_bytes > size // 3:
+            cancel.set()
+
+    return cancel, stop_midway
+
+
 def _all_files(folder: Path) -> list[Path]:
     return sorted(p for p in folder.rglob("*") if p.is_file()) if folder.exists() else []
 
@@ -127,12 +138,8 @@ def test_pull_safetensors_source_fetches_conversion_files(
 def test_cancel_keeps_partial_and_resume_uses_range(
     hub: HubStandIn, smollm2_path: Path, isolated_home: Path
 ) -> None:
-    cancel = threading.Event()
     size = smollm2_path.stat().st_size
-
-    def stop_midway(p: DownloadProgress) -> None:
-        if p.done_bytes > size // 3:
-            cancel.set()
+    cancel, stop_midway = _stop_a_third_in(size)
 
     with pytest.raises(DownloadCancelledError, match="resume"):
         pull(GGUF_REPO, progress=stop_midway, cancel=cancel)
@@ -359,12 +366,8 @@ def test_a_file_another_process_is_downloading_is_refused_not_corrupted(
 def test_unfinished_downloads_are_listed_and_discarded_unless_in_use(
     hub: HubStandIn, smollm2_path: Path, isolated_home: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    cancel = threading.Event()
     size = smollm2_path.stat().st_size
-
-    def stop_midway(p: DownloadProgress) -> None:
-        if p.done_bytes > size // 3:
-            cancel.set()
+    cancel, stop_midway = _stop_a_third_in(size)
 
     with pytest.raises(DownloadCancelledError):
         pull(GGUF_REPO, progress=stop_midway, cancel=cancel)
