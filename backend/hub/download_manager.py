@@ -22,11 +22,10 @@ import hashlib
 import json
 import logging
 import os
-import re
 import shutil
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -47,6 +46,7 @@ from backend.hub.errors import (
 from backend.hub.hub_errors import hub_errors
 from backend.hub.hub_search import HubFile, RepoListing, list_repo_files
 from backend.hub.hub_settings import HubSettings
+from backend.hub.split_gguf import split_part_names
 
 log = logging.getLogger(__name__)
 
@@ -177,6 +177,26 @@ def check_disk_space(folder: Path, needed: int, what: str) -> None:
         )
 
 
+@contextlib.contextmanager
+def _sole_writer(part: Path) -> Iterator[bool]:
+    """Hold ``part``'s download lock across processes while the block runs; yields False
+    (and holds nothing) when another process holds it."""
+    lock = FileLock(f"{part}.lock")
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        yield False
+        return
+    try:
+        yield True
+    finally:
+        lock.release()
+        # leave no lock file behind (Windows' filelock removes it itself); a third
+        # writer racing this exact moment could slip past, which is acceptable here
+        with contextlib.suppress(OSError):
+            Path(lock.lock_file).unlink()
+
+
 class DownloadManager:
     """Downloads repo files into the library, one at a time, with progress and cancel."""
 
@@ -213,19 +233,12 @@ class DownloadManager:
         """Delete the unfinished downloads no process is writing; returns what went."""
         removed = []
         for part, size in self.partial_downloads():
-            lock = FileLock(f"{part}.lock")
-            try:
-                lock.acquire(timeout=0)
-            except Timeout:
-                log.info("%s is being downloaded; kept", part)
-                continue
-            try:
+            with _sole_writer(part) as sole:
+                if not sole:
+                    log.info("%s is being downloaded; kept", part)
+                    continue
                 part.unlink(missing_ok=True)
                 removed.append((part, size))
-            finally:
-                lock.release()
-                with contextlib.suppress(OSError):
-                    Path(lock.lock_file).unlink()
         for folder in sorted((self.library / PARTIAL_DIR).glob("**/"), reverse=True):
             with contextlib.suppress(OSError):
                 folder.rmdir()  # only empty ones go
@@ -281,25 +294,16 @@ class DownloadManager:
 
         part = self.partial_path(repo_id, hub_file)
         part.parent.mkdir(parents=True, exist_ok=True)
-        lock = FileLock(f"{part}.lock")
-        try:
-            lock.acquire(timeout=0)
-        except Timeout:
-            raise DownloadError(
-                f"{hub_file.path} is being downloaded by another QuantDesk window or command; "
-                "wait for it to finish (this one would corrupt it)"
-            ) from None
         transfer = _Transfer(
             repo_id, hub_file, location, headers, part, size, file_index, file_count
         )
-        try:
+        with _sole_writer(part) as sole:
+            if not sole:
+                raise DownloadError(
+                    f"{hub_file.path} is being downloaded by another QuantDesk window or "
+                    "command; wait for it to finish (this one would corrupt it)"
+                )
             return self._fetch(transfer, target)
-        finally:
-            lock.release()
-            # leave no lock file behind (Windows' filelock removes it itself); a third
-            # writer racing this exact moment could slip past, which is acceptable here
-            with contextlib.suppress(OSError):
-                Path(lock.lock_file).unlink()
 
     def _fetch(self, t: _Transfer, target: Path) -> Path:
         """Stream (resuming), verify and move one file into the library; the caller holds
@@ -497,17 +501,12 @@ class DownloadManager:
         os.replace(tmp, record_path)
 
 
-_SPLIT_PART = re.compile(r"^(?P<stem>.*)-(?P<index>\d{5})-of-(?P<count>\d{5})\.gguf$", re.I)
-
-
 def split_siblings(listing: RepoListing, hub_file: HubFile) -> list[HubFile]:
     """All parts of the split GGUF ``hub_file`` belongs to (just ``hub_file`` otherwise);
     a model split into ``-0000i-of-0000n.gguf`` files loads only with every part."""
-    match = _SPLIT_PART.match(hub_file.path)
-    if not match:
+    names = split_part_names(hub_file.path)
+    if names == [hub_file.path]:
         return [hub_file]
-    count = int(match["count"])
-    names = [f"{match['stem']}-{i:05d}-of-{count:05d}.gguf" for i in range(1, count + 1)]
     parts = [listing.file(n) for n in names]
     missing = [n for n, p in zip(names, parts, strict=True) if p is None]
     if missing:

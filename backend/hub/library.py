@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import shutil
 import struct
 from dataclasses import asdict, dataclass
@@ -23,10 +22,10 @@ from backend.hub.download_manager import PARTIAL_DIR, SOURCE_FILE
 from backend.hub.errors import GGUFFormatError, LibraryError
 from backend.hub.gguf_header import read_gguf_header
 from backend.hub.hub_settings import HubSettings
+from backend.hub.split_gguf import SPLIT_NAME, split_part_names
 
 log = logging.getLogger(__name__)
 
-_SPLIT = re.compile(r"^(?P<stem>.*)-(?P<index>\d{5})-of-(?P<count>\d{5})\.gguf$", re.IGNORECASE)
 _SAFETENSORS_BITS = {
     "F64": 64,
     "F32": 32,
@@ -67,13 +66,7 @@ class LibraryEntry:
 
 
 def _split_parts(path: Path) -> list[Path]:
-    match = _SPLIT.match(path.name)
-    if not match:
-        return [path]
-    count = int(match["count"])
-    return [
-        path.with_name(f"{match['stem']}-{i:05d}-of-{count:05d}.gguf") for i in range(1, count + 1)
-    ]
+    return [path.with_name(name) for name in split_part_names(path.name)]
 
 
 @dataclass(frozen=True)
@@ -281,7 +274,7 @@ class ModelLibrary:
             if any(part.startswith(".") for part in rel.parts):
                 continue  # partial downloads, source records
             if path.is_file() and path.suffix.lower() == ".gguf":
-                match = _SPLIT.match(path.name)
+                match = SPLIT_NAME.match(path.name)
                 if match and int(match["index"]) != 1:
                     continue
                 repo_id = self._repo_of(path)

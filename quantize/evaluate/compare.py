@@ -78,22 +78,18 @@ def _load(path: Path, config: CompareConfig, *, vocab_only: bool = False) -> Loa
     return LoadedModel(path, config.threads, config.n_gpu_layers, vocab_only=vocab_only)
 
 
-def _check_tokenizer(model: LoadedModel, n_vocab: int, text: str, tokens: np.ndarray) -> None:
-    if model.n_vocab != n_vocab or not np.array_equal(
-        model.tokenize(text, add_special=True), tokens
-    ):
-        raise IncompatibleModelsError(
-            f"{model.path.name} does not share the reference's tokenizer; "
-            "KL divergence needs the same vocabulary"
-        )
-
-
 def _check_candidates(config: CompareConfig, n_vocab: int, text: str, tokens: np.ndarray) -> None:
     """Every candidate loads and tokenises the text as the reference does: found before
     the reference pass, not hours later at that candidate's turn."""
     for path in config.candidates:
         with _load(path, config, vocab_only=True) as model:
-            _check_tokenizer(model, n_vocab, text, tokens)
+            if model.n_vocab != n_vocab or not np.array_equal(
+                model.tokenize(text, add_special=True), tokens
+            ):
+                raise IncompatibleModelsError(
+                    f"{path.name} does not share the reference's tokenizer; "
+                    "KL divergence needs the same vocabulary"
+                )
 
 
 def _speed_and_answers(
@@ -174,7 +170,6 @@ def run_compare(
             ref_facts = _facts(ref_model, config.reference)
             progress(Progress("answers", 0, 1, f"{config.reference.name}: speed and answers"))
             ref_answers = _speed_and_answers(ref_model, ref_facts, plan, prompts, config, cancel)
-            ref_vocab = ref_model.n_vocab
         reference = ReferenceResult(**ref_facts, ppl=ref_pass.ppl, ppl_unc=ref_pass.ppl_unc)  # type: ignore[arg-type]
 
         base = BaseLogitsReader(base_path)
@@ -183,8 +178,7 @@ def run_compare(
         for index, path in enumerate(config.candidates, start=1):
             stage = f"candidate {index}/{len(config.candidates)}"
             progress(Progress(stage, 0, plan.n_groups, f"loading {path.name}"))
-            with _load(path, config) as model:
-                _check_tokenizer(model, ref_vocab, text.text, tokens)
+            with _load(path, config) as model:  # its tokenizer was checked up front
                 base.check_matches(plan.n_ctx, model.n_vocab, plan.tokens)
                 ctx = model.context(n_seq_ctx, n_seq_ctx, plan.n_seq, cancel)
 
