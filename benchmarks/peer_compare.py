@@ -318,32 +318,33 @@ def bench_interleaved(
 RATIO_FIELDS = ("tokens_per_s", "ttft_ms_p50", "ttft_ms_p99", "itl_ms_p50", "requests_per_s")
 
 
-def ratios(results: list[BenchResult]) -> dict[str, Any]:
-    """Each server's medians divided by llama-server's, per scenario and concurrency."""
+def _against_baseline(
+    results: list[BenchResult],
+) -> Iterator[tuple[str, str, LevelResult, LevelResult]]:
+    """(server, scenario, its level, llama-server's same level) for every level both ran."""
     base = next((r for r in results if r.label == BASELINE), None)
     if base is None:
-        return {}
-    out: dict[str, Any] = {}
+        return
     for result in results:
         if result is base:
             continue
-        per_scenario: dict[str, Any] = {}
         for scenario in result.scenarios:
             base_scenario = base.scenario(scenario.name)
-            if base_scenario is None:
-                continue
-            rows = []
             for level in scenario.levels:
-                base_level = base_scenario.level(level.concurrency)
-                if base_level is None:
-                    continue
-                row: dict[str, Any] = {"concurrency": level.concurrency}
-                for name in RATIO_FIELDS:
-                    a, b = level.median_of(name), base_level.median_of(name)
-                    row[name] = round(a / b, 3) if b and not math.isnan(a / b) else None
-                rows.append(row)
-            per_scenario[scenario.name] = rows
-        out[result.label] = per_scenario
+                base_level = base_scenario.level(level.concurrency) if base_scenario else None
+                if base_level is not None:
+                    yield result.label, scenario.name, level, base_level
+
+
+def ratios(results: list[BenchResult]) -> dict[str, Any]:
+    """Each server's medians divided by llama-server's, per scenario and concurrency."""
+    out: dict[str, Any] = {}
+    for label, scenario, level, base_level in _against_baseline(results):
+        row: dict[str, Any] = {"concurrency": level.concurrency}
+        for name in RATIO_FIELDS:
+            a, b = level.median_of(name), base_level.median_of(name)
+            row[name] = round(a / b, 3) if b and not math.isnan(a / b) else None
+        out.setdefault(label, {}).setdefault(scenario, []).append(row)
     return out
 
 
@@ -351,19 +352,12 @@ def paired_ratios(results: list[BenchResult]) -> dict[str, Any]:
     """Tokens/s of each server over llama-server's, repetition by repetition (with
     --interleave, the two ran back to back on the same prompts): the per-pass ratios, their
     median, a 90% bootstrap interval of it and the share of passes at >= 1."""
-    base = next((r for r in results if r.label == BASELINE), None)
     out: dict[str, Any] = {}
-    for result in results:
-        if base is None or result is base:
-            continue
-        for scenario in result.scenarios:
-            base_scenario = base.scenario(scenario.name)
-            for level in scenario.levels:
-                base_level = base_scenario.level(level.concurrency) if base_scenario else None
-                pr = paired_ratio(level, base_level) if base_level else None
-                if pr is not None:
-                    rows = out.setdefault(result.label, {}).setdefault(scenario.name, [])
-                    rows.append({"concurrency": level.concurrency, **pr.to_dict()})
+    for label, scenario, level, base_level in _against_baseline(results):
+        pr = paired_ratio(level, base_level)
+        if pr is not None:
+            rows = out.setdefault(label, {}).setdefault(scenario, [])
+            rows.append({"concurrency": level.concurrency, **pr.to_dict()})
     return out
 
 
