@@ -37,3 +37,7 @@ class InvalidRequestError(EngineError):
 
 class EngineStoppedError(EngineError):
     """The engine has shut down or crashed."""
+
+
+class GrammarDeadEndError(EngineError):
+    """No token can continue a sequence's grammar: that sequence fails, the others go on."""

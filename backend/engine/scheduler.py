@@ -44,7 +44,7 @@ import numpy as np
 
 from backend.engine.arrivals import Arrivals
 from backend.engine.engine_stats import EngineStats
-from backend.engine.errors import EngineStoppedError, QueueFullError
+from backend.engine.errors import EngineStoppedError, GrammarDeadEndError, QueueFullError
 from backend.engine.kv_accounting import KvAccounting
 from backend.engine.model_runtime import ModelRuntime, logits_row
 from backend.engine.request_types import (
@@ -55,6 +55,7 @@ from backend.engine.request_types import (
     TokenEvent,
     TokenLogprob,
 )
+from backend.engine.sampler_chain import GRAMMAR_DONE
 from backend.engine.sequence import CacheEntry, Sequence, common_prefix
 
 log = logging.getLogger(__name__)
@@ -506,7 +507,14 @@ class Scheduler:
         for seq, index in logits_at:
             want = seq.request.sampling.logprobs
             logits = self._logits(index) if want is not None else None
-            token = seq.sampler.sample(self.rt.ctx, index)
+            try:
+                token = seq.sampler.sample(self.rt.ctx, index)
+            except GrammarDeadEndError as exc:
+                self._drop(seq, str(exc))
+                continue
+            if token == GRAMMAR_DONE:  # the grammar is complete, whatever ignore_eos says
+                self._finish(seq, "stop")
+                continue
             if logits is not None and want is not None:
                 self._record_logprob(seq, logits, token, want)
             self._on_token(seq, token)
@@ -545,9 +553,14 @@ class Scheduler:
         log.error("%s", message)
         for seq, _ in plan:
             if seq in self._running:
-                self._emit_error(seq, message)
-                self._running.remove(seq)
-                self._release_seq_id(seq.seq_id)
+                self._drop(seq, message)
+
+    def _drop(self, seq: Sequence, message: str) -> None:
+        """End one running sequence with an error; the others go on."""
+        self._emit_error(seq, message)
+        self._running.remove(seq)
+        self._release_seq_id(seq.seq_id)
+        seq.seq_id = -1
 
     def _on_token(self, seq: Sequence, token: int) -> None:
         now = time.perf_counter()

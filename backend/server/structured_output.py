@@ -2,20 +2,18 @@
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
-from llama_cpp.llama_grammar import JSON_GBNF, json_schema_to_gbnf
+from llama_cpp.llama_grammar import JSON_GBNF
 
 from backend.server.errors import ApiError
+from backend.server.json_schema_grammar import schema_to_gbnf
 
 
 def schema_grammar(schema: dict[str, Any], *, param: str) -> str:
-    try:
-        return str(json_schema_to_gbnf(json.dumps(schema)))
-    except Exception as exc:  # the converter raises plain exceptions on odd schemas
-        raise ApiError(400, f"unsupported JSON schema: {exc}", param=param) from None
+    """Bounded, strict-JSON grammar for ``schema`` (400 past the bounds)."""
+    return schema_to_gbnf(schema, param=param)
 
 
 def response_format_grammar(response_format: dict[str, Any] | None) -> str | None:
