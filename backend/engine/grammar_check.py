@@ -18,7 +18,7 @@ MAX_GRAMMAR_BYTES = 256 * 1024
 MAX_GRAMMAR_NESTING = 1024
 # Alternatives ("|") in the whole grammar: each live one is a stack the sampler checks
 # against the whole vocabulary for every token.
-MAX_GRAMMAR_ALTERNATIVES = 4096
+MAX_GRAMMAR_ALTERNATIVES = 1024
 # Bounds of "x{m,n}": llama.cpp's own cap (beyond it, it silently drops the upper bound).
 MAX_GRAMMAR_REPETITION = 2000
 
