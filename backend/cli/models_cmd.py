@@ -157,7 +157,7 @@ def _cmd_list(args: argparse.Namespace) -> int:
             f"{e.file_type or '?':<8} {bpw:>5} {e.context_length or 0:>7} {chat}"
         )
         if e.error:
-            _out(f"    error: {e.error}")
+            _out(f"    {e.error}")
     return 0
 
 

@@ -133,20 +133,17 @@ class ModelShape:
             else list(n_head)
         )
         head0 = max(n_head) or 1
-        k_len = header.arch_get("attention.key_length")
-        v_len = header.arch_get("attention.value_length")
-        dk_full = int(k_len) if k_len else n_embd // head0
-        dv_full = int(v_len) if v_len else n_embd // head0
-        dk_swa = int(header.arch_get("attention.key_length_swa", dk_full) or dk_full)
-        dv_swa = int(header.arch_get("attention.value_length_swa", dv_full) or dv_full)
+        dk_full = header.arch_count("attention.key_length") or n_embd // head0
+        dv_full = header.arch_count("attention.value_length") or n_embd // head0
+        dk_swa = header.arch_count("attention.key_length_swa") or dk_full
+        dv_swa = header.arch_count("attention.value_length_swa") or dv_full
         is_swa, n_swa = _swa_layers(header, n_layer)
         head_dim_k = [dk_swa if s else dk_full for s in is_swa]
         head_dim_v = [dv_swa if s else dv_full for s in is_swa]
         n_vocab = _vocab_size(header)
-        ff = header.arch_get("feed_forward_length", 0)
-        n_ff = max(int(v) for v in ff) if isinstance(ff, list) and ff else int(ff or 0)
-        n_expert_used = int(header.arch_get("expert_used_count", 0) or 0)
-        n_ff_exp = int(header.arch_get("expert_feed_forward_length", 0) or 0)
+        n_ff = max(header.per_layer("feed_forward_length", n_layer), default=0)
+        n_expert_used = header.arch_count("expert_used_count")
+        n_ff_exp = header.arch_count("expert_feed_forward_length")
         if n_expert_used and n_ff_exp:
             n_ff = max(n_ff, n_expert_used * n_ff_exp)
         layer_bytes, other = header.layer_bytes()
@@ -177,9 +174,9 @@ class ModelShape:
 
 
 def _vocab_size(header: GGUFHeader) -> int:
-    value = header.arch_get("vocab_size")
+    value = header.arch_count("vocab_size")
     if value:
-        return int(value)
+        return value
     tokens = header.get("tokenizer.ggml.tokens")
     if isinstance(tokens, ArrayInfo):
         return tokens.length
@@ -190,7 +187,7 @@ def _vocab_size(header: GGUFHeader) -> int:
 
 def _swa_layers(header: GGUFHeader, n_layer: int) -> tuple[list[bool], int]:
     arch = header.architecture
-    n_swa = int(header.arch_get("attention.sliding_window", 0) or 0)
+    n_swa = header.arch_count("attention.sliding_window")
     if arch not in _SWA_PATTERNS:
         return [False] * n_layer, 0
     if not n_swa:
@@ -202,7 +199,7 @@ def _swa_layers(header: GGUFHeader, n_layer: int) -> tuple[list[bool], int]:
         return [bool(v) for v in pattern_value[:n_layer]], n_swa
     n_pattern, dense_first = _SWA_PATTERNS[arch]
     if isinstance(pattern_value, int):
-        n_pattern = pattern_value
+        n_pattern = header.arch_count("attention.sliding_window_pattern")
     if n_pattern == 0:
         return [True] * n_layer, n_swa
     if dense_first:

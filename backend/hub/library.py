@@ -26,6 +26,9 @@ from backend.hub.split_gguf import SPLIT_NAME, split_part_names
 
 log = logging.getLogger(__name__)
 
+# How an entry whose file cannot be read as a model says so (one line, the reason after it).
+UNREADABLE = "unreadable: "
+
 _SAFETENSORS_BITS = {
     "F64": 64,
     "F32": 32,
@@ -106,8 +109,8 @@ def _gguf_facts(parts: list[Path]) -> _GGUFFacts:
             has_chat_template=header.chat_template is not None,
             error=None,
         )
-    except GGUFFormatError as exc:
-        facts = _GGUFFacts(None, None, None, None, None, False, str(exc))
+    except GGUFFormatError as exc:  # the reader's only error, whatever the bytes
+        facts = _GGUFFacts(None, None, None, None, None, False, f"{UNREADABLE}{exc}")
     _FACTS_CACHE[key] = facts
     return facts
 
@@ -273,31 +276,34 @@ class ModelLibrary:
             rel = path.relative_to(self.root)
             if any(part.startswith(".") for part in rel.parts):
                 continue  # partial downloads, source records
-            if path.is_file() and path.suffix.lower() == ".gguf":
-                match = SPLIT_NAME.match(path.name)
-                if match and int(match["index"]) != 1:
-                    continue
-                repo_id = self._repo_of(path)
-                found.append(
-                    describe_gguf(
-                        path,
-                        name=self._name(path),
-                        source="download" if repo_id else "local",
-                        repo_id=repo_id,
-                        removable=True,
-                    )
-                )
-            elif (
-                path.is_dir()
-                and (path / "config.json").is_file()
-                and any(path.glob("*.safetensors"))
-            ):
-                found.append(
-                    describe_safetensors(
-                        path, name=self._name(path), repo_id=self._repo_of(path / "config.json")
-                    )
-                )
+            try:
+                entry = self._describe(path)
+            except OSError as exc:  # deleted or moved since the scan saw it
+                log.warning("skipped %s: %s", path, exc)
+                continue
+            if entry is not None:
+                found.append(entry)
         return result + found
+
+    def _describe(self, path: Path) -> LibraryEntry | None:
+        """The entry of a GGUF file (the first part of a split one) or a safetensors folder."""
+        if path.is_file() and path.suffix.lower() == ".gguf":
+            match = SPLIT_NAME.match(path.name)
+            if match and int(match["index"]) != 1:
+                return None
+            repo_id = self._repo_of(path)
+            return describe_gguf(
+                path,
+                name=self._name(path),
+                source="download" if repo_id else "local",
+                repo_id=repo_id,
+                removable=True,
+            )
+        if path.is_dir() and (path / "config.json").is_file() and any(path.glob("*.safetensors")):
+            return describe_safetensors(
+                path, name=self._name(path), repo_id=self._repo_of(path / "config.json")
+            )
+        return None
 
     def find(self, name: str) -> LibraryEntry:
         """The entry whose name, file name, stem or path is ``name``."""

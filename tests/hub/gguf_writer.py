@@ -4,6 +4,9 @@
 Used to build tiny models of other architectures (e.g. gemma2 with sliding-window
 layers) that llama.cpp really loads, so the fit estimate can be checked against it.
 
+``shrink_arrays``: a real GGUF header with its long arrays (vocabulary, merges) cut short, a
+fast base for fuzzing the header reader with the layout of a real model.
+
 ``copy_with_metadata``: copy a GGUF with extra metadata entries, how the server tests
 make a model with FIM tokens (or another declared property) out of the embedded SmolLM2.
 Only the key/value section changes: the new entries are appended after the old ones,
@@ -18,11 +21,15 @@ import struct
 from pathlib import Path
 from typing import Any
 
-_U32, _I32, _F32, _BOOL, _STRING, _ARRAY = 4, 5, 6, 7, 8, 9
+_U32, _I32, _F32, _BOOL, _STRING, _ARRAY, _U64 = 4, 5, 6, 7, 8, 9, 10
 # byte width of each fixed-size GGUF value type
 _FIXED = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
 _GGML_F32, _GGML_F16 = 0, 1
 ALIGNMENT = 32
+
+
+class U64(int):
+    """A metadata integer written as a GGUF uint64 (plain ints are written as uint32)."""
 
 
 def _string(value: str) -> bytes:
@@ -33,6 +40,8 @@ def _string(value: str) -> bytes:
 def _value(value: Any) -> tuple[int, bytes]:
     if isinstance(value, bool):
         return _BOOL, struct.pack("<?", value)
+    if isinstance(value, U64):
+        return _U64, struct.pack("<Q", value)
     if isinstance(value, int):
         return (_U32, struct.pack("<I", value)) if value >= 0 else (_I32, struct.pack("<i", value))
     if isinstance(value, float):
@@ -274,3 +283,49 @@ def copy_with_metadata(src: Path, dst: Path, extra: dict[str, int]) -> Path:
         shutil.copyfileobj(fin, fout, 1 << 20)
     part.replace(dst)
     return dst
+
+
+def shrink_arrays(src: Path, keep: int) -> tuple[bytes, int]:
+    """The header of the GGUF ``src`` with every array cut to its first ``keep`` items, and
+    the size of ``src``'s tensor data (the tensor infos are unchanged: their offsets are
+    relative to the data section, so the header plus that many bytes is a consistent file)."""
+    data = src.read_bytes()
+    r = _Reader(data)
+    if data[:4] != b"GGUF":
+        raise ValueError(f"{src} is not a GGUF file")
+    r.pos = 4
+    version = r.unpack("I")
+    n_tensors = r.unpack("Q")
+    n_kv = r.unpack("Q")
+    out = bytearray(b"GGUF" + struct.pack("<IQQ", version, n_tensors, n_kv))
+    alignment = ALIGNMENT
+    for _ in range(n_kv):
+        start = r.pos
+        key = r.string()
+        vtype = r.unpack("I")
+        if vtype != _ARRAY:
+            if key == b"general.alignment":
+                alignment = r.unpack("I")
+            else:
+                r.skip_value(vtype)
+            out += data[start : r.pos]
+            continue
+        item_type = r.unpack("I")
+        count = r.unpack("Q")
+        items = []
+        for i in range(count):
+            item_start = r.pos
+            r.skip_value(item_type)
+            if i < keep:
+                items.append(data[item_start : r.pos])
+        out += struct.pack("<Q", len(key)) + key
+        out += struct.pack("<IIQ", _ARRAY, item_type, len(items)) + b"".join(items)
+    infos_start = r.pos
+    for _ in range(n_tensors):
+        r.string()
+        n_dims = r.unpack("I")
+        r.pos += 8 * n_dims + 4 + 8
+    out += data[infos_start : r.pos]
+    data_start = -(-r.pos // alignment) * alignment
+    out += b"\0" * (-len(out) % alignment)
+    return bytes(out), len(data) - data_start

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import struct
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,7 @@ from backend.hub.errors import LibraryError
 from backend.hub.gguf_header import read_gguf_header
 from backend.hub.library import ModelLibrary
 from tests.hub.conftest import GGUF_FILE, GGUF_REPO, ST_REPO
-from tests.hub.gguf_writer import tiny_gemma2, write_gguf
+from tests.hub.gguf_writer import U64, tiny_gemma2, tiny_llama, write_gguf
 from tests.hub.hub_stand_in import HubStandIn
 
 
@@ -201,3 +202,86 @@ def test_a_checkpoint_with_missing_shards_says_so(
     shutil.copy(st_path, folder / "model-00002-of-00002.safetensors")
     [entry] = [e for e in ModelLibrary().entries() if e.format == "safetensors"]
     assert entry.error is None
+
+
+def _nested_arrays(depth: int) -> bytes:
+    """A GGUF whose one metadata value is an array in an array in ... ``depth`` deep."""
+    key = b"crafted.nested"
+    array, u32 = 9, 4
+    return (
+        b"GGUF"
+        + struct.pack("<IQQ", 3, 0, 1)
+        + struct.pack("<Q", len(key))
+        + key
+        + struct.pack("<I", array)
+        + struct.pack("<IQ", array, 1) * (depth - 1)
+        + struct.pack("<IQ", u32, 0)
+    )
+
+
+def _with_metadata(path: Path, **changes: object) -> Path:
+    """Rewrite the tiny GGUF at ``path`` with some metadata values replaced."""
+    header = read_gguf_header(path)
+    metadata = {**header.metadata, **{k.replace("__", "."): v for k, v in changes.items()}}
+    tensors = {
+        t.name: (list(t.shape), "f32" if t.type.name == "F32" else "f16") for t in header.tensors
+    }
+    return write_gguf(path, metadata, tensors)
+
+
+def _crafted_library(root: Path, smollm2_path: Path) -> dict[str, Path]:
+    """Files that once crashed the listing or 'fit' (or passed as complete), by name."""
+    nested = root / "nested.gguf"
+    nested.write_bytes(_nested_arrays(5_000))
+    cut = root / "cut-download.gguf"
+    with smollm2_path.open("rb") as fh:
+        cut.write_bytes(fh.read(read_gguf_header(smollm2_path).data_offset + (1 << 20)))
+    layers = _with_metadata(
+        tiny_llama(root / "many-layers.gguf", n_layer=2), llama__block_count=U64(2**40)
+    )
+    typed = _with_metadata(
+        tiny_llama(root / "typed.gguf", n_layer=2), llama__context_length=[4096, 4096]
+    )
+    return {"nested": nested, "cut-download": cut, "many-layers": layers, "typed": typed}
+
+
+def test_crafted_and_damaged_files_are_one_line_each_and_the_rest_is_listed(
+    isolated_home: Path, smollm2_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 14.8: one bad file lost the whole listing (CLI and the GUI's library scan)."""
+    root = ModelLibrary().root
+    tiny_gemma2(root / "good-F16.gguf")
+    bad = _crafted_library(root, smollm2_path)
+    entries = {e.name: e for e in ModelLibrary().entries()}
+    assert set(entries) == {"SmolLM2-135M-Instruct", "good-F16", *bad}
+    assert entries["good-F16"].error is None and entries["good-F16"].architecture == "gemma2"
+    assert entries["SmolLM2-135M-Instruct"].error is None
+    for name in bad:
+        error = entries[name].error
+        assert error is not None and error.startswith("unreadable: "), (name, error)
+        assert "\n" not in error and entries[name].architecture is None
+    assert "truncated" in str(entries["cut-download"].error)
+    assert "nested" in str(entries["nested"].error)
+
+    assert main(["models", "list"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    for name in bad:
+        [row] = [i for i, line in enumerate(out) if line.startswith(name + " ")]
+        assert out[row + 1].strip().startswith("unreadable: "), out[row + 1]
+    assert main(["models", "list", "--json"]) == 0
+    assert len(json.loads(capsys.readouterr().out)) == len(entries)
+
+
+def test_fit_of_a_crafted_or_cut_file_is_one_line_and_a_failure(
+    isolated_home: Path, smollm2_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 14.8: MemoryError and RecursionError tracebacks; a cut file 'fits' with exit 0."""
+    bad = _crafted_library(ModelLibrary().root, smollm2_path)
+    for name, path in bad.items():
+        for model in (str(path), name):  # a path, and a library name
+            code = main(["models", "fit", model])
+            captured = capsys.readouterr()
+            assert code != 0, (name, captured.out)
+            assert "verdict" not in captured.out
+            assert captured.err.startswith("quantdesk: error: "), (name, captured.err)
+            assert captured.err.count("\n") == 1, (name, captured.err)
