@@ -108,7 +108,11 @@ def test_json_schema_output_validates(live_server: LiveServer) -> None:
         "properties": {
             "name": {"type": "string", "maxLength": 20},
             "age": {"type": "integer", "minimum": 0},
-            "tags": {"type": "array", "items": {"type": "string"}, "maxItems": 3},
+            "tags": {
+                "type": "array",
+                "items": {"type": "string", "maxLength": 16},
+                "maxItems": 3,
+            },
         },
         "required": ["name", "age", "tags"],
         "additionalProperties": False,
@@ -121,7 +125,9 @@ def test_json_schema_output_validates(live_server: LiveServer) -> None:
         messages=[{"role": "user", "content": "Describe a person as JSON."}],
         response_format={"type": "json_schema", "json_schema": {"name": "p", "schema": schema}},
     )
-    jsonschema.validate(json.loads(r.choices[0].message.content or ""), schema)
+    content = r.choices[0].message.content or ""
+    assert r.choices[0].finish_reason == "stop", content
+    jsonschema.validate(json.loads(content, strict=True), schema)
 
 
 def test_json_object_output_parses(live_server: LiveServer) -> None:
