@@ -33,6 +33,22 @@ class SamplingParams:
         return self.temperature <= 0.0
 
 
+def piece_text(piece: bytes) -> str:
+    """A token's text for logprobs: the piece, or ``bytes:\\xNN...`` when it is not whole
+    UTF-8 (part of a multi-byte character), as OpenAI writes such tokens."""
+    try:
+        return piece.decode("utf-8")
+    except UnicodeDecodeError:
+        return "bytes:" + "".join(f"\\x{b:02x}" for b in piece)
+
+
+def piece_bytes(text: str) -> list[int]:
+    """The raw bytes of a token text made by :func:`piece_text`."""
+    if text.startswith("bytes:\\x"):
+        return [int(h, 16) for h in text[len("bytes:") :].split("\\x")[1:]]
+    return list(text.encode("utf-8"))
+
+
 @dataclass
 class TokenLogprob:
     """A generated token, its log-probability and the top alternatives (model distribution)."""

@@ -54,6 +54,7 @@ from backend.engine.request_types import (
     FinishEvent,
     TokenEvent,
     TokenLogprob,
+    piece_text,
 )
 from backend.engine.sampler_chain import GRAMMAR_DONE
 from backend.engine.sequence import CacheEntry, Sequence, common_prefix
@@ -536,7 +537,7 @@ class Scheduler:
         seq.pending_logprobs.append(TokenLogprob(token, self._piece_text(token), chosen, top))
 
     def _piece_text(self, token: int) -> str:
-        return self.rt.token_piece(token).decode(errors="replace")
+        return piece_text(self.rt.token_piece(token))
 
     def _take_logprobs(self, seq: Sequence) -> list[TokenLogprob]:
         taken, seq.pending_logprobs = seq.pending_logprobs, []

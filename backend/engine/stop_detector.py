@@ -2,6 +2,8 @@
 
 Text that might be the start of a stop string is held back until it is either
 confirmed (the sequence stops and the stop string is never emitted) or ruled out.
+The bytes of a multi-byte character split across tokens are held until it is whole, so
+neither the text sent nor the stop matching ever sees half a character.
 """
 
 from __future__ import annotations
@@ -42,11 +44,14 @@ class StopDetector:
         return out
 
     def flush(self) -> str:
-        """The sequence ended for another reason: release what was held back."""
+        """The sequence ended for another reason: release what was held back. The bytes of
+        a character cut off by the end (max_tokens inside an emoji) are dropped, as
+        llama-server does, rather than sent as U+FFFD."""
         if self.stopped:
             return ""
-        out = self._pending + self._decoder.decode(b"", final=True)
+        out = self._pending
         self._pending = ""
+        self._decoder.reset()
         return out
 
     def _held_suffix_len(self) -> int:

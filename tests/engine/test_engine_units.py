@@ -44,3 +44,13 @@ def test_kv_accounting_shares_copied_prefixes() -> None:
     assert kv.used == 20 and kv.length(1) == 20
     kv.remove(1)
     assert kv.used == 0
+
+
+def test_a_character_cut_off_by_the_end_is_dropped_not_replaced() -> None:
+    d = StopDetector([])
+    tree = "🌲".encode()
+    assert d.feed(b"ok " + tree[:2]) == "ok "
+    assert d.flush() == ""
+    held = StopDetector(["STOP"])
+    assert held.feed(b"S" + tree[:1]) == ""
+    assert held.flush() == "S"
