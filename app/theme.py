@@ -8,6 +8,7 @@ from PySide6.QtGui import QColor, QIcon, QPalette
 from PySide6.QtWidgets import QApplication
 
 import assets
+from backend.hub.units import human_bytes as human_bytes  # the one size formatter (IEC)
 
 ASSETS_DIR = Path(assets.__file__).resolve().parent
 
@@ -51,13 +52,3 @@ def apply_theme(app: QApplication) -> None:
     app.setPalette(palette)
     app.setStyleSheet(stylesheet())
     app.setWindowIcon(icon("quantdesk"))
-
-
-def human_bytes(n: float) -> str:
-    """1536 -> '1.5 KiB'."""
-    value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(value) < 1024 or unit == "TiB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{value:.1f} TiB"

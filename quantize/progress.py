@@ -18,6 +18,7 @@ class Progress:
     done: int
     total: int
     message: str = ""
+    tokens: int = 0  # tokens processed so far in this stage, where that means something
 
     def as_event(self) -> dict[str, Any]:
         """The ``--progress-jsonl`` form: ``{"type": "progress", ...}``."""

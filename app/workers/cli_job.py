@@ -65,8 +65,9 @@ class CliJob(QObject):
         process.start(prefix[0], [*prefix[1:], *self.args])
 
     def is_running(self) -> bool:
-        return (self._process is not None
-                and self._process.state() != QProcess.ProcessState.NotRunning)
+        return (
+            self._process is not None and self._process.state() != QProcess.ProcessState.NotRunning
+        )
 
     def cancel(self) -> None:
         """Ask the child to stop (SIGTERM: it cleans up); kill it if it does not."""
@@ -107,12 +108,18 @@ class CliJob(QObject):
             return
         kind = event.get("type")
         if kind == "progress":
-            self.progressed.emit(str(event.get("stage", "")), int(event.get("done", 0)),
-                                 int(event.get("total", 0)), str(event.get("message", "")))
+            self.progressed.emit(
+                str(event.get("stage", "")),
+                int(event.get("done", 0)),
+                int(event.get("total", 0)),
+                str(event.get("message", "")),
+            )
         elif kind == "result":
             self.result = event
         elif kind == "error":
             self.error = str(event.get("message", "failed"))
+        elif kind == "warning":
+            self.log_line.emit(str(event.get("message", "")))
         else:
             self.log_line.emit(line)
 

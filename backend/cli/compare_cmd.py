@@ -16,8 +16,12 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from backend.cli.job_progress_bar import JobProgressBar
 from backend.cli.quantize_cmd import emit_jsonl, positive_int
 from backend.errors import QuantDeskError
+from backend.hub.ggml_types import quant_from_filename
+from backend.hub.gguf_header import read_gguf_header
+from backend.hub.units import human_bytes
 
 
 def _ctx(text: str) -> int:
@@ -120,21 +124,41 @@ def _num(value: Any, spec: str) -> str:
 
 def _table(data: dict[str, Any]) -> str:
     ref = data["reference"]
+    width = max(len("candidate"), *(len(c["name"]) for c in data["candidates"])) + 2
     lines = [
         f"reference {ref['name']}: PPL {_num(ref['ppl'], '.4f')}, "
-        f"{ref['size_bytes'] / 1e6:.1f} MB, {_num(ref['bpw'], '.2f')} bpw",
-        f"{'candidate':<28}{'MB':>8}{'bpw':>7}{'PPL':>10}{'ratio':>8}{'KLD':>10}"
+        f"{human_bytes(ref['size_bytes'])}, {_num(ref['bpw'], '.2f')} bpw",
+        f"{'candidate':<{width}}{'size':>10}{'bpw':>7}{'PPL':>10}{'ratio':>8}{'KLD':>10}"
         f"{'KLD p99':>9}{'RMS dp%':>9}{'top%':>8}{'gen t/s':>9}",
     ]
     for c in data["candidates"]:
         lines.append(
-            f"{c['name'][:27]:<28}{c['size_bytes'] / 1e6:>8.1f}{_num(c['bpw'], '>7.2f')}"
+            f"{c['name']:<{width}}{human_bytes(c['size_bytes']):>10}{_num(c['bpw'], '>7.2f')}"
             f"{_num(c['ppl'], '>10.4f')}{_num(c['ppl_ratio'], '>8.4f')}"
             f"{_num(c['kld_mean'], '>10.5f')}{_num(c['kld_p99'], '>9.4f')}"
             f"{_num(c['rms_dp_pct'], '>9.2f')}{_num(c['same_top_pct'], '>8.2f')}"
             f"{_num(c['gen_tok_s'], '>9.1f')}"
         )
     return "\n".join(lines) + "\n"
+
+
+# References fit to measure other quants against: full precision or nearly lossless.
+GOOD_REFERENCES = frozenset({"F32", "F16", "BF16", "Q8_0"})
+
+
+def reference_warning(path: Path) -> str | None:
+    """A warning when the reference is itself a low-bit quant (or can't be told)."""
+    try:
+        header = read_gguf_header(path)
+    except (OSError, QuantDeskError):
+        return None  # the run itself reports an unreadable reference
+    kind = header.file_type_name or quant_from_filename(path.name)
+    if kind is None or kind.upper() in GOOD_REFERENCES:
+        return None
+    return (
+        f"warning: the reference {path.name} is itself a {kind} quant: KLD and PPL ratio then "
+        "measure the distance from it, not from the original weights (use F16, BF16 or Q8_0)"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -158,9 +182,19 @@ def run(args: argparse.Namespace) -> int:
         else None
     )
 
+    bar = None if args.progress_jsonl else JobProgressBar()
+
     def progress(p: Progress) -> None:
         if args.progress_jsonl:
             emit_jsonl(p.as_event())
+        elif bar is not None:
+            bar(p)
+
+    warning = reference_warning(args.reference)
+    if warning and args.progress_jsonl:
+        emit_jsonl({"type": "warning", "message": warning})
+    elif warning:
+        sys.stderr.write(warning + "\n")
 
     config = CompareConfig(
         reference=args.reference,
@@ -177,7 +211,11 @@ def run(args: argparse.Namespace) -> int:
         keep_base=args.keep_base,
     )
     try:
-        result = run_compare(config, progress, cancel)
+        try:
+            result = run_compare(config, progress, cancel)
+        finally:
+            if bar is not None:
+                bar.close()
         failures = gate_failures(result, args.max_kld, args.max_ppl_ratio)
         failing = {line.split(":", 1)[0] for line in failures}
         png = plot_png(result) if (args.plot or args.report) else None

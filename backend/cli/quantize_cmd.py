@@ -20,6 +20,7 @@ from types import FrameType
 from typing import Any
 
 from backend.errors import QuantDeskError
+from backend.hub.units import human_bytes
 
 log = logging.getLogger(__name__)
 
@@ -164,7 +165,7 @@ def run(args: argparse.Namespace) -> int:
     for warning in job.warnings:
         log.warning(warning)
     for out in job.outputs:
-        line = f"{out.path}  {out.type}  {out.size_bytes / 2**20:.1f} MiB  {out.seconds:.1f} s"
+        line = f"{out.path}  {out.type}  {human_bytes(out.size_bytes)}  {out.seconds:.1f} s"
         if out.fallbacks:
             line += f"  ({len(out.fallbacks)} tensors fell back to another type)"
         sys.stdout.write(line + "\n")

@@ -1,4 +1,7 @@
-"""Human-readable sizes and durations (decimal units, as disk and download tools show them)."""
+"""Human-readable sizes and durations: the one formatter for the CLI, the GUI and reports.
+
+Sizes are binary (IEC) units, as llama.cpp prints them: 1536 -> ``1.5 KiB``.
+"""
 
 from __future__ import annotations
 
@@ -6,11 +9,12 @@ from __future__ import annotations
 def human_bytes(n: float | None) -> str:
     if n is None:
         return "?"
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if abs(n) < 1000 or unit == "TB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1000
-    return f"{n:.1f} TB"
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(value) < 1024:
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.1f} TiB"
 
 
 def human_duration(seconds: float | None) -> str:

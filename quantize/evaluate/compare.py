@@ -156,8 +156,11 @@ def run_compare(
             ctx = ref_model.context(n_seq_ctx, n_seq_ctx, plan.n_seq, cancel)
             writer = BaseLogitsWriter(base_path, plan.n_ctx, ref_model.n_vocab, plan.tokens)
 
+            group_tokens = plan.n_seq * plan.n_ctx
+
             def ref_step(done: int, total: int) -> None:
-                progress(Progress("reference", done, total, f"{config.reference.name}"))
+                name = config.reference.name
+                progress(Progress("reference", done, total, name, done * group_tokens))
 
             try:
                 ref_pass = score_reference(ref_model, ctx, plan, writer, cancel, ref_step)
@@ -168,7 +171,8 @@ def run_compare(
             finally:
                 ctx.close()
             ref_facts = _facts(ref_model, config.reference)
-            progress(Progress("answers", 0, 1, f"{config.reference.name}: speed and answers"))
+            if config.answers or config.speed:
+                progress(Progress("answers", 0, 1, f"{config.reference.name}: speed, answers"))
             ref_answers = _speed_and_answers(ref_model, ref_facts, plan, prompts, config, cancel)
         reference = ReferenceResult(**ref_facts, ppl=ref_pass.ppl, ppl_unc=ref_pass.ppl_unc)  # type: ignore[arg-type]
 
@@ -185,7 +189,7 @@ def run_compare(
                 def cand_step(
                     done: int, total: int, stage: str = stage, name: str = path.name
                 ) -> None:
-                    progress(Progress(stage, done, total, name))
+                    progress(Progress(stage, done, total, name, done * group_tokens))
 
                 started = time.perf_counter()
                 try:
@@ -194,7 +198,8 @@ def run_compare(
                     ctx.close()
                 eval_s = time.perf_counter() - started
                 facts = _facts(model, path)
-                progress(Progress("answers", 0, 1, f"{path.name}: speed and answers"))
+                if config.answers or config.speed:
+                    progress(Progress("answers", 0, 1, f"{path.name}: speed, answers"))
                 cand_answers.append(_speed_and_answers(model, facts, plan, prompts, config, cancel))
             candidates.append(
                 CandidateResult(

@@ -13,9 +13,9 @@ from quantize.evaluate.results import CompareResult
 
 
 def plot_png(result: CompareResult) -> bytes:
-    """Two panels sharing the x axis (size in MB): mean KLD (log scale) and PPL ratio."""
+    """Two panels sharing the x axis (size in MiB): mean KLD (log scale) and PPL ratio."""
     cands = result.candidates
-    sizes = [c.size_bytes / 1e6 for c in cands]
+    sizes = [c.size_bytes / 2**20 for c in cands]
     fig, (ax_kld, ax_ppl) = plt.subplots(1, 2, figsize=(10, 4), dpi=100)
     try:
         ax_kld.plot(sizes, [c.kld_mean for c in cands], "o", color="tab:red")
@@ -35,14 +35,14 @@ def plot_png(result: CompareResult) -> bytes:
         ax_ppl.axhline(1.0, color="grey", lw=0.8, ls="--")
         ax_ppl.set_ylabel("PPL(candidate) / PPL(reference)")
         ax_ppl.set_title("Perplexity ratio")
-        ref_mb = result.reference.size_bytes / 1e6
+        ref_mb = result.reference.size_bytes / 2**20
         for ax, values in (
             (ax_kld, [c.kld_mean for c in cands]),
             (ax_ppl, [c.ppl_ratio for c in cands]),
         ):
             for c, x, y in zip(cands, sizes, values, strict=True):
                 ax.annotate(c.name, (x, y), textcoords="offset points", xytext=(4, 4), fontsize=8)
-            ax.set_xlabel(f"file size (MB; reference {ref_mb:.0f} MB)")
+            ax.set_xlabel(f"file size (MiB; reference {ref_mb:.0f} MiB)")
             ax.grid(alpha=0.3)
         fig.tight_layout()
         buf = io.BytesIO()

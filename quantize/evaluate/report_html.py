@@ -45,7 +45,7 @@ def render_html(
     s = result.settings
     head = [
         "model",
-        "size MB",
+        "size MiB",
         "bpw",
         "PPL",
         "PPL ratio",
@@ -66,7 +66,7 @@ def render_html(
         _row(
             [
                 _td(f"{ref.name} (reference)", left=True),
-                _td(ref.size_bytes / 1e6, ".1f"),
+                _td(ref.size_bytes / 2**20, ".1f"),
                 _td(ref.bpw, ".2f"),
                 _td(ref.ppl, ".4f"),
                 _td("1"),
@@ -87,7 +87,7 @@ def render_html(
             _row(
                 [
                     _td(c.name, left=True),
-                    _td(c.size_bytes / 1e6, ".1f"),
+                    _td(c.size_bytes / 2**20, ".1f"),
                     _td(c.bpw, ".2f"),
                     _td(c.ppl, ".4f"),
                     _td_unc(c.ppl_ratio, c.ppl_ratio * c.ln_ppl_ratio_unc, ".4f"),

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import psutil
 
+from backend.hub.units import human_bytes
 from quantize.evaluate.base_logits import scored_per_chunk
 from quantize.evaluate.errors import EvaluateError
 from quantize.evaluate.metrics import row_width
@@ -44,8 +45,8 @@ def check_space(path: Path, needed: int) -> None:
     free = shutil.disk_usage(path.parent).free
     if needed + MARGIN_BYTES > free:
         raise ScratchSpaceError(
-            f"the reference's log-probabilities need {needed / 1e9:.2f} GB in {path.parent}, "
-            f"only {free / 1e9:.2f} GB are free: use fewer chunks, or --keep-base on a "
+            f"the reference's log-probabilities need {human_bytes(needed)} in {path.parent}, "
+            f"only {human_bytes(free)} are free: use fewer chunks, or --keep-base on a "
             "bigger disk (or point TMPDIR at one)"
         )
 

@@ -240,3 +240,52 @@ def test_a_cancel_stops_llama_decode_itself(smollm2_quants: dict[str, Path]) -> 
         cancel.set()
         with pytest.raises(CompareCancelledError):
             ctx.decode(tokens, pos, seq, want)
+
+
+def test_cli_in_a_terminal_shows_progress_full_names_and_warns_on_a_low_bit_reference(
+    smollm2_quants: dict[str, Path],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    long_name = tmp_path / "SmolLM2-135M-Instruct-a-rather-long-file-name-Q4_K_M.gguf"
+    long_name.symlink_to(smollm2_quants["Q4_K_M"])
+    rc = cli_main(
+        [
+            "compare",
+            "--reference",
+            str(smollm2_quants["Q8_0"]),
+            str(long_name),
+            "--ctx",
+            str(CTX),
+            "--chunks",
+            "2",
+            "--no-answers",
+            "--no-speed",
+        ]
+    )
+    captured = capsys.readouterr()
+    assert rc == 0
+    assert long_name.stem in captured.out  # the quant type is not cut off the name
+    assert "MiB" in captured.out
+    progress = [line for line in captured.err.split("\r") if "[" in line and "%" in line]
+    assert any("reference" in line and "tok/s" in line and "ETA" in line for line in progress)
+    assert any("candidate 1/1" in line and "100.0%" in line for line in progress)
+    assert "warning" not in captured.err  # Q8_0 is a fine reference
+
+    rc = cli_main(
+        [
+            "compare",
+            "--reference",
+            str(smollm2_quants["Q2_K"]),
+            str(smollm2_quants["Q8_0"]),
+            "--ctx",
+            str(CTX),
+            "--chunks",
+            "2",
+            "--no-answers",
+            "--no-speed",
+        ]
+    )
+    captured = capsys.readouterr()
+    assert rc == 0
+    assert "warning: the reference smollm2-Q2_K.gguf is itself a Q2_K quant" in captured.err
