@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
+import httpx2
 from huggingface_hub import HfApi
+from huggingface_hub.hf_api import ModelInfo
 from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
 
 from backend.hub.errors import GGUFFormatError, HubError
@@ -21,7 +24,10 @@ log = logging.getLogger(__name__)
 ModelKind = Literal["gguf", "safetensors", "any"]
 SortKey = Literal["downloads", "likes", "recent"]
 
-_SORT = {"downloads": "downloads", "likes": "likes", "recent": "last_modified"}
+_SORT_PARAM = {"downloads": "downloads", "likes": "likes", "recent": "lastModified"}
+# A search that times out or meets a 5xx is tried again this often, after these waits;
+# a refused connection or an unknown host fails at once (the machine is offline).
+SEARCH_RETRY_WAITS_S = (0.5, 1.5)
 _EXPAND = ["downloads", "likes", "lastModified", "tags", "pipeline_tag", "library_name", "gated"]
 
 # Files a safetensors repo needs for conversion to GGUF (besides the weights).
@@ -131,6 +137,27 @@ def hf_api(settings: HubSettings) -> HfApi:
     return HfApi(endpoint=settings.endpoint(), token=settings.token())
 
 
+def _get_json(url: str, params: dict[str, Any], settings: HubSettings) -> Any:
+    """GET a Hub API URL as JSON, retrying only what a retry can mend: timeouts and 5xx.
+
+    huggingface_hub's own backoff also retries refused connections and DNS failures,
+    five times over about 24 s, so an offline search looked hung."""
+    headers = build_hf_headers(token=settings.token())
+    for wait in (*SEARCH_RETRY_WAITS_S, None):
+        try:
+            response = get_session().get(url, params=params, headers=headers, timeout=10)
+        except httpx2.TimeoutException:
+            if wait is None:
+                raise
+        else:
+            if response.status_code < 500 or wait is None:
+                hf_raise_for_status(response)
+                return response.json()
+        log.info("Hub search: retrying in %.1f s", wait)
+        time.sleep(wait)
+    raise AssertionError("unreachable")
+
+
 def _iso(value: datetime | None) -> str | None:
     return value.isoformat() if value else None
 
@@ -145,7 +172,6 @@ def search_models(
 ) -> list[HubModel]:
     """Models matching ``query``: GGUF repos, text-generation safetensors repos, or any."""
     settings = settings or HubSettings.model_validate({})
-    api = hf_api(settings)
     filters: list[str] = []
     pipeline_tag: str | None = None
     if kind == "gguf":
@@ -153,17 +179,16 @@ def search_models(
     elif kind == "safetensors":
         filters.append("safetensors")
         pipeline_tag = "text-generation"
+    params: dict[str, Any] = {"sort": _SORT_PARAM[sort], "limit": limit, "expand": _EXPAND}
+    if query:
+        params["search"] = query
+    if filters:
+        params["filter"] = filters
+    if pipeline_tag:
+        params["pipeline_tag"] = pipeline_tag
     with hub_errors(repo_id=f"search {query!r}", endpoint=settings.endpoint()):
-        infos = list(
-            api.list_models(
-                search=query or None,
-                filter=filters or None,
-                pipeline_tag=pipeline_tag,
-                sort=_SORT[sort],  # type: ignore[arg-type]
-                limit=limit,
-                expand=_EXPAND,  # type: ignore[arg-type]
-            )
-        )
+        items = _get_json(f"{settings.endpoint()}/api/models", params, settings)
+    infos = [ModelInfo(**{"siblings": None, **item}) for item in items[:limit]]
     return [
         HubModel(
             repo_id=info.id,

@@ -136,6 +136,7 @@ class HubStandIn:
         self.throttle_s_per_chunk = 0.0  # sleep between 256 KiB chunks (to interrupt downloads)
         self.chunk_bytes = 256 << 10
         self.drop_after_bytes: int | None = None  # cut the connection mid-body (network loss)
+        self.search_statuses: list[int] = []  # answer the next searches with these statuses
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -271,6 +272,8 @@ class _Handler(BaseHTTPRequestHandler):
             pass
 
     def _search(self, query: dict[str, list[str]]) -> None:
+        if self.hub.search_statuses:
+            return self._error(self.hub.search_statuses.pop(0), "Unavailable", "try again")
         repos = list(self.hub.repos.values())
         text = (query.get("search") or [""])[0].lower()
         filters = query.get("filter") or []

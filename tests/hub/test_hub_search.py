@@ -86,3 +86,37 @@ def test_cli_search_and_files_json(hub: HubStandIn, capsys: pytest.CaptureFixtur
 
     assert main(["models", "files", ST_REPO]) == 0
     assert "conversion" in capsys.readouterr().out
+
+
+def test_offline_search_fails_at_once_with_one_message(
+    hub: HubStandIn, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A refused connection is not retried (huggingface_hub's backoff took ~24 s)."""
+    import socket
+    import time
+
+    from backend.hub.errors import HubConnectionError
+    from backend.hub.hub_settings import HubSettings
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        closed = f"http://127.0.0.1:{s.getsockname()[1]}"
+    monkeypatch.setenv("HF_ENDPOINT", closed)
+    started = time.monotonic()
+    with pytest.raises(HubConnectionError, match="cannot reach the Hugging Face Hub"):
+        search_models("smol", settings=HubSettings.model_validate({}))
+    assert time.monotonic() - started < 5  # no retries on a refused connection
+    assert not [r for r in caplog.records if "etry" in r.getMessage()]
+
+
+def test_a_5xx_search_is_retried(hub: HubStandIn) -> None:
+    hub.search_statuses = [503]
+    found = search_models("", kind="gguf")
+    assert found
+    searches = [r for r in hub.requests if r.path.startswith("/api/models?")]
+    assert len(searches) == 2
+    hub.search_statuses = [503, 503, 503]
+    from backend.hub.errors import HubConnectionError
+
+    with pytest.raises(HubConnectionError, match="503"):
+        search_models("", kind="gguf")
