@@ -135,6 +135,7 @@ class Engine:
         sampling: SamplingParams,
         sink: EventSink,
         stop: list[str] | None = None,
+        prompt_logprobs: int | None = None,
     ) -> GenerationRequest:
         """Queue a sequence; raises QueueFullError or InvalidRequestError at once."""
         request = GenerationRequest(
@@ -143,6 +144,7 @@ class Engine:
             sampling=sampling,
             sink=sink,
             stop=list(stop or []),
+            prompt_logprobs=prompt_logprobs,
         )
         rt = self.runtime
         sampler = SamplerChain(sampling, rt.vocab, rt.n_vocab, rt.eog_tokens)

@@ -79,6 +79,9 @@ class FinishEvent:
     ttft_ms: float | None
     gen_tokens_per_s: float | None
     cum_logprob: float = 0.0
+    # with prompt_logprobs: one entry per prompt token after the first (what the model
+    # gave each prompt token, given the tokens before it)
+    prompt_logprobs: list[TokenLogprob] | None = None
 
 
 @dataclass
@@ -101,5 +104,9 @@ class GenerationRequest:
     sampling: SamplingParams
     sink: EventSink
     stop: list[str] = field(default_factory=list)
+    # None: off; k >= 0: score every prompt token (and its top k), as echo + logprobs asks.
+    # Such a prompt is computed whole, never taken from the prefix cache (cached cells
+    # have no logits). max_tokens may then be 0: score only.
+    prompt_logprobs: int | None = None
     request_id: int = field(default_factory=lambda: next(_ids))
     arrival: float = field(default_factory=time.perf_counter)

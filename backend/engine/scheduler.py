@@ -236,6 +236,8 @@ class Scheduler:
 
     def _best_source(self, seq: Sequence, target: np.ndarray) -> tuple[int, int, bool]:
         """(matched tokens, source seq id or -1, source is a cache entry)."""
+        if seq.request.prompt_logprobs is not None:
+            return 0, -1, False  # every prompt token is scored: none comes from the cache
         limit = len(seq.tokens) - 1  # at least one token must be decoded for logits
         best, best_src, best_cached = 0, -1, False
         for entry in self._cache.values():
@@ -252,6 +254,8 @@ class Scheduler:
         """A running prefill will soon hold a longer shared prefix than is available now.
         If so, that prefill's ``branch_at`` is set to where the prompts part, so that it
         pauses there and the waiting request joins in the next step."""
+        if seq.request.prompt_logprobs is not None:
+            return False
         for run in self._running:
             if run.n_past >= run.n_prompt:
                 continue
@@ -475,18 +479,22 @@ class Scheduler:
         batch = self._batch
         i = 0
         logits_at: list[tuple[Sequence, int]] = []
+        scored: list[tuple[Sequence, int, int]] = []  # (seq, first batch row, rows)
         prompt_tokens = 0
         for seq, n in plan:
             sid = seq.seq_id
             start = seq.n_past
             toks = seq.tokens
             last = start + n == len(toks)
+            score = seq.request.prompt_logprobs is not None and start < seq.n_prompt - 1
+            if score:
+                scored.append((seq, i, min(n, seq.n_prompt - 1 - start)))
             for j in range(n):
                 batch.token[i] = toks[start + j]
                 batch.pos[i] = start + j
                 batch.n_seq_id[i] = 1
                 batch.seq_id[i][0] = sid
-                batch.logits[i] = 0
+                batch.logits[i] = 1 if score else 0
                 i += 1
             if last:
                 batch.logits[i - 1] = 1
@@ -501,11 +509,16 @@ class Scheduler:
         if rc != 0:
             self._decode_failed(rc, plan)
             return None
+        t_samp = time.perf_counter()
+        for seq, row, rows in scored:
+            self._score_prompt(seq, row, rows)
         for seq, n in plan:
             self._kv.extend(seq.seq_id, n)
             seq.n_past += n
-        t_samp = time.perf_counter()
         for seq, index in logits_at:
+            if seq.request.max_tokens == 0:  # scoring only: the prompt is all there is
+                self._finish(seq, "length")
+                continue
             want = seq.request.sampling.logprobs
             logits = self._logits(index) if want is not None else None
             try:
@@ -525,16 +538,28 @@ class Scheduler:
         return logits_row(self.rt.ctx, index, self.rt.n_vocab).astype(np.float64)
 
     def _record_logprob(self, seq: Sequence, logits: np.ndarray, token: int, top_k: int) -> None:
+        entry = self._logprob_entry(logits, token, top_k)
+        seq.cum_logprob += entry.logprob
+        seq.pending_logprobs.append(entry)
+
+    def _score_prompt(self, seq: Sequence, row: int, rows: int) -> None:
+        """Log-probabilities of the prompt tokens that batch rows ``row..row+rows`` predict
+        (row k at prompt position p predicts token p + 1)."""
+        top_k = seq.request.prompt_logprobs or 0
+        for k in range(rows):
+            token = seq.tokens[seq.n_past + k + 1]
+            seq.prompt_logprobs.append(self._logprob_entry(self._logits(row + k), token, top_k))
+
+    def _logprob_entry(self, logits: np.ndarray, token: int, top_k: int) -> TokenLogprob:
+        """``token``'s log-probability under ``logits`` and the ``top_k`` most likely."""
         shifted = logits - logits.max()
         logprobs = shifted - np.log(np.exp(shifted).sum())
-        chosen = float(logprobs[token])
-        seq.cum_logprob += chosen
         top: list[tuple[int, str, float]] = []
         if top_k > 0:
             idx = np.argpartition(-logprobs, top_k)[:top_k]
             idx = idx[np.argsort(-logprobs[idx])]
             top = [(int(i), self._piece_text(int(i)), float(logprobs[i])) for i in idx]
-        seq.pending_logprobs.append(TokenLogprob(token, self._piece_text(token), chosen, top))
+        return TokenLogprob(token, self._piece_text(token), float(logprobs[token]), top)
 
     def _piece_text(self, token: int) -> str:
         return piece_text(self.rt.token_piece(token))
@@ -596,10 +621,17 @@ class Scheduler:
         gen_rate = None
         if seq.t_first and seq.t_last and seq.completion_tokens > 1 and seq.t_last > seq.t_first:
             gen_rate = (seq.completion_tokens - 1) / (seq.t_last - seq.t_first)
+        scored = seq.prompt_logprobs if req.prompt_logprobs is not None else None
         self._emit(
             seq,
             FinishEvent(
-                reason, seq.n_prompt, seq.completion_tokens, seq.cached_tokens, ttft, gen_rate
+                reason,
+                seq.n_prompt,
+                seq.completion_tokens,
+                seq.cached_tokens,
+                ttft,
+                gen_rate,
+                prompt_logprobs=scored,
             ),
         )
         seq.sampler.close()

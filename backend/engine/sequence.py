@@ -35,6 +35,7 @@ class Sequence:
     branch_at: int = 0  # waiting requests share the prompt up to here: end a chunk there
     cum_logprob: float = 0.0
     pending_logprobs: list[TokenLogprob] = field(default_factory=list)
+    prompt_logprobs: list[TokenLogprob] = field(default_factory=list)
 
     @property
     def remaining(self) -> int:
