@@ -28,7 +28,7 @@ from quantize.errors import (
     SourceNotFoundError,
     UnsupportedArchitectureError,
 )
-from quantize.output_files import final_path, part_path
+from quantize.output_files import final_path, part_path, write_error, writing
 from quantize.progress import Progress, ProgressCallback, no_progress
 
 log = logging.getLogger(__name__)
@@ -41,6 +41,7 @@ _TENSOR_LINE = re.compile(r"^INFO:hf-to-gguf:(\S+),\s+\S+\s+-->\s+(\S+), shape")
 # tqdm: "Writing:  45%|####5     | 1.30M/2.89M [...]"
 _WRITING_LINE = re.compile(r"^Writing:\s+(\d+)%")
 _UNSUPPORTED = re.compile(r"Model (\S+) is not supported")
+_ERRNO = re.compile(r"\b(?:OSError|IOError): \[Errno (\d+)\]")
 
 
 @dataclass(frozen=True)
@@ -83,8 +84,7 @@ def read_config(folder: Path) -> dict[str, object]:
         raise NotAModelFolderError(f"{folder} has no weights (*.safetensors or *.bin)")
     if not any((folder / name).is_file() for name in TOKENIZER_FILES):
         raise MissingTokenizerError(
-            f"{folder} has no tokenizer: expected tokenizer.model (SentencePiece) "
-            "or tokenizer.json"
+            f"{folder} has no tokenizer: expected tokenizer.model (SentencePiece) or tokenizer.json"
         )
     return config
 
@@ -149,28 +149,40 @@ def convert_hf_to_gguf(
             unsupported.append(match.group(1))
 
     argv = [
-        sys.executable, "-m", CONVERTER_MODULE, str(folder),
-        "--outfile", str(tmp), "--outtype", out_type.lower(), "--model-name", name,
+        sys.executable,
+        "-m",
+        CONVERTER_MODULE,
+        str(folder),
+        "--outfile",
+        str(tmp),
+        "--outtype",
+        out_type.lower(),
+        "--model-name",
+        name,
     ]
     started = time.monotonic()
     progress(Progress("convert", 0, total, f"converting {folder.name} ({arch})"))
-    try:
-        result = run_child(argv, on_line, cancel, what="conversion")
-        if result.returncode != 0:
-            raise _conversion_error(result.tail, unsupported, arch, folder)
-        if not tmp.is_file():
-            raise ConversionError(f"the converter wrote no file for {folder}")
-        tmp.replace(target)
-    finally:
-        tmp.unlink(missing_ok=True)
+    with writing(tmp):
+        try:
+            result = run_child(argv, on_line, cancel, what="conversion")
+            if result.returncode != 0:
+                raise _conversion_error(result.tail, unsupported, arch, folder, tmp)
+            if not tmp.is_file():
+                raise ConversionError(f"the converter wrote no file for {folder}")
+            tmp.replace(target)
+        finally:
+            tmp.unlink(missing_ok=True)
     seconds = time.monotonic() - started
     log.info("converted %s to %s in %.1f s", folder, target, seconds)
     return ConvertResult(target, arch, out_type, seconds, target.stat().st_size)
 
 
 def _conversion_error(
-    tail: list[str], unsupported: list[str], arch: str, folder: Path
+    tail: list[str], unsupported: list[str], arch: str, folder: Path, output: Path
 ) -> QuantizeError:
+    for line in reversed(tail):  # e.g. "OSError: [Errno 28] No space left on device"
+        if (match := _ERRNO.search(line)) and (mapped := write_error(output, int(match.group(1)))):
+            return mapped
     if unsupported:
         return UnsupportedArchitectureError(
             f"llama.cpp's converter does not support the architecture {unsupported[0]}"

@@ -56,6 +56,11 @@ class QuantizationFailedError(QuantizeError):
     """llama.cpp's quantiser returned an error or its worker process died."""
 
 
+class OutputWriteError(QuantizeError):
+    """An output could not be written: the disk is full, the file too large for it or
+    for a size limit, or the disk failed."""
+
+
 class ImatrixError(QuantizeError):
     """The importance matrix could not be computed, read or written."""
 

@@ -3,6 +3,8 @@
 ``llama_model_quantize`` has no abort hook, so the parent runs it here and terminates this
 process to cancel. Usage: ``python -m quantize.quantize_worker '<json job>'``; each stdout
 line is a JSON event: ``tensor``, ``fallback``, ``log`` and finally ``done`` or ``error``.
+A failed run's ``done`` carries the C ``errno`` llama.cpp's failing call left (a full disk
+is ENOSPC under the C++ stream's ``basic_ios::clear: iostream error``).
 """
 
 from __future__ import annotations
@@ -22,6 +24,36 @@ from quantize.quant_log import FallbackEvent, TensorEvent, parse_line
 
 PR_SET_PDEATHSIG = 1
 PARENT_PID_ENV = "QUANTDESK_QUANTIZE_PARENT_PID"
+FAILED_MARK = "failed to quantize"
+
+
+def _errno_location() -> Any:
+    """The C library's function that gives this thread's ``errno`` (None if unknown)."""
+    try:
+        libc = ctypes.CDLL(None)
+    except (OSError, TypeError):
+        return None
+    for name in ("__errno_location", "__error"):  # glibc and musl, macOS
+        func = getattr(libc, name, None)
+        if func is not None:
+            func.restype = ctypes.POINTER(ctypes.c_int)
+            return func
+    return None
+
+
+class _CErrno:
+    """Reads and clears this thread's C ``errno`` (0 where it cannot be read). Resolved
+    once, up front: reading it must not run code that may set it."""
+
+    def __init__(self) -> None:
+        self._location = _errno_location()
+
+    def get(self) -> int:
+        return int(self._location().contents.value) if self._location is not None else 0
+
+    def clear(self) -> None:
+        if self._location is not None:
+            self._location().contents.value = 0
 
 
 def build_imatrix_array(entries: dict[str, Any]) -> tuple[Any, list[Any]]:
@@ -44,8 +76,9 @@ def build_imatrix_array(entries: dict[str, Any]) -> tuple[Any, list[Any]]:
     return array, keep
 
 
-def run_quantize(job: dict[str, Any], emit: Callable[[dict[str, Any]], None]) -> int:
-    """Quantise ``job["source"]`` to ``job["output"]``; returns llama.cpp's return code."""
+def run_quantize(job: dict[str, Any], emit: Callable[[dict[str, Any]], None]) -> tuple[int, int]:
+    """Quantise ``job["source"]`` to ``job["output"]``; returns llama.cpp's return code and,
+    when it failed, the C ``errno`` it left (else 0)."""
     import llama_cpp
 
     params = llama_cpp.llama_model_quantize_default_params()
@@ -60,7 +93,13 @@ def run_quantize(job: dict[str, Any], emit: Callable[[dict[str, Any]], None]) ->
         array, keep = build_imatrix_array(imatrix.mean_squares())
         params.imatrix = ctypes.cast(array, ctypes.POINTER(llama_cpp.llama_model_imatrix_data))
 
+    c_errno = _CErrno()
+    failure_errno: list[int] = []
+
     def on_line(line: str) -> None:
+        failed = line.find(FAILED_MARK)
+        if failed >= 0:  # read errno first: writing the events below may reset it
+            failure_errno.append(c_errno.get())
         event = parse_line(line)
         if isinstance(event, TensorEvent):
             emit({"event": "tensor", **asdict(event)})
@@ -68,15 +107,22 @@ def run_quantize(job: dict[str, Any], emit: Callable[[dict[str, Any]], None]) ->
             emit({"event": "fallback", **asdict(event)})
         else:
             emit({"event": "log", "line": line})
+            return
+        if failed >= 0:  # the message ended the unfinished line of the tensor it failed on
+            emit({"event": "log", "line": line[failed:]})
 
     with captured_llama_log(on_line):
+        c_errno.clear()
         rc = llama_cpp.llama_model_quantize(
             str(job["source"]).encode("utf-8"),
             str(job["output"]).encode("utf-8"),
             ctypes.byref(params),
         )
+        err = c_errno.get() if rc != 0 else 0
     del keep
-    return int(rc)
+    if failure_errno and failure_errno[0]:
+        err = failure_errno[0]  # as the failure left it, before any Python ran
+    return int(rc), err
 
 
 def die_with_parent() -> None:
@@ -95,17 +141,19 @@ def die_with_parent() -> None:
 
 def main(argv: list[str]) -> int:
     die_with_parent()
+
     def emit(event: dict[str, Any]) -> None:
         sys.stdout.write(json.dumps(event) + "\n")
         sys.stdout.flush()
 
     job = json.loads(argv[1])
     try:
-        rc = run_quantize(job, emit)
+        rc, err = run_quantize(job, emit)
     except Exception as exc:  # reported to the parent as an event
-        emit({"event": "error", "message": f"{type(exc).__name__}: {exc}"})
+        code = exc.errno if isinstance(exc, OSError) else None
+        emit({"event": "error", "message": f"{type(exc).__name__}: {exc}", "errno": code})
         return 1
-    emit({"event": "done", "rc": rc})
+    emit({"event": "done", "rc": rc, "errno": err})
     return 0 if rc == 0 else 1
 
 

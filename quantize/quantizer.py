@@ -7,9 +7,11 @@ renamed when complete, then a sidecar ``<name>.gguf.json`` records how it was ma
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
+import shutil
 import sys
 import threading
 import time
@@ -23,6 +25,7 @@ from backend.hub.gguf_header import GGUF_MAGIC, GGUFHeader, read_gguf_header
 from quantize.child_process import run_child
 from quantize.errors import (
     NotGGUFError,
+    OutputWriteError,
     QuantizationFailedError,
     QuantizeError,
     RequantizeNotAllowedError,
@@ -32,9 +35,12 @@ from quantize.output_files import (
     base_model_name,
     default_output_dir,
     final_path,
+    free_space,
     part_path,
     sidecar_path,
+    write_error,
     write_json_atomic,
+    writing,
 )
 from quantize.progress import Progress, ProgressCallback, no_progress
 from quantize.quant_types import QuantType, quant_type
@@ -97,9 +103,37 @@ def read_source_header(source: Path) -> GGUFHeader:
 def quantized_tensor_types(header: GGUFHeader) -> set[str]:
     """The non-float types of the 2-D weights in the file (empty for an F16/F32 model)."""
     return {
-        t.type.name for t in header.tensors
+        t.type.name
+        for t in header.tensors
         if len(t.shape) >= 2 and t.type.name not in FLOAT_TENSOR_TYPES
     }
+
+
+# With less free space than this, a stream write that failed without a readable errno
+# is taken for a full disk.
+NEARLY_FULL_BYTES = 16 << 20
+
+
+def _failure(qt: QuantType, output: Path, detail: str, err: Any) -> QuantizeError:
+    """The error for a failed worker: one plain line for a write that failed (full disk,
+    size limit, failing disk), else llama.cpp's own message."""
+    if "read error" not in detail:  # llama.cpp failing to read the source says so
+        mapped = write_error(output, err if isinstance(err, int) else None)
+        if mapped is None and "iostream error" in detail:  # C++ stream failure, errno lost
+            try:
+                full = shutil.disk_usage(output.parent).free < NEARLY_FULL_BYTES
+            except OSError:
+                full = False
+            mapped = (
+                write_error(output, errno.ENOSPC)
+                if full
+                else OutputWriteError(
+                    f"writing {output} failed ({detail}; free: {free_space(output.parent)})"
+                )
+            )
+        if mapped is not None:
+            return mapped
+    return QuantizationFailedError(f"quantising to {qt.name} failed: {detail}")
 
 
 def llama_cpp_version() -> str:
@@ -177,10 +211,14 @@ def quantize_gguf(
             return
         kind = event.get("event")
         if kind == "tensor":
-            progress(Progress(
-                "quantize", int(event["index"]), int(event["total"]),
-                f"{event['name']}: {event['from_type']} -> {event['to_type']}",
-            ))
+            progress(
+                Progress(
+                    "quantize",
+                    int(event["index"]),
+                    int(event["total"]),
+                    f"{event['name']}: {event['from_type']} -> {event['to_type']}",
+                )
+            )
         elif kind == "fallback":
             fallbacks.append(
                 Fallback(str(event["name"]), int(event["ncols"]), event["wanted"], event["used"])
@@ -195,44 +233,59 @@ def quantize_gguf(
 
     started = time.monotonic()
     progress(Progress("quantize", 0, n_tensors, f"{source.name} -> {target.name}"))
-    try:
-        env = {**os.environ, PARENT_PID_ENV: str(os.getpid())}
-        result = run_child(
-            [sys.executable, "-m", WORKER_MODULE, json.dumps(job)],
-            on_line, cancel, what="quantisation", env=env,
-        )
-        if outcome.get("event") == "error":
-            raise QuantizationFailedError(f"quantising to {qt.name} failed: {outcome['message']}")
-        if result.returncode != 0 or outcome.get("rc", 1) != 0:
-            detail = errors[-1] if errors else f"exit code {result.returncode}"
-            raise QuantizationFailedError(f"quantising to {qt.name} failed: {detail}")
-        if not tmp.is_file():
-            raise QuantizationFailedError(f"llama.cpp wrote no file for {target.name}")
-        tmp.replace(target)
-    finally:
-        tmp.unlink(missing_ok=True)
+    with writing(tmp):
+        try:
+            env = {**os.environ, PARENT_PID_ENV: str(os.getpid())}
+            result = run_child(
+                [sys.executable, "-m", WORKER_MODULE, json.dumps(job)],
+                on_line,
+                cancel,
+                what="quantisation",
+                env=env,
+            )
+            if outcome.get("event") == "error":
+                raise _failure(qt, tmp, str(outcome["message"]), outcome.get("errno"))
+            if result.returncode != 0 or outcome.get("rc", 1) != 0:
+                detail = errors[-1] if errors else f"exit code {result.returncode}"
+                raise _failure(qt, tmp, detail, outcome.get("errno"))
+            if not tmp.is_file():
+                raise QuantizationFailedError(f"llama.cpp wrote no file for {target.name}")
+            tmp.replace(target)
+        finally:
+            tmp.unlink(missing_ok=True)
     seconds = time.monotonic() - started
     if fallbacks:
         log.info(
-            "%d tensors fell back to another type: %s", len(fallbacks),
+            "%d tensors fell back to another type: %s",
+            len(fallbacks),
             ", ".join(f"{f.tensor} ({f.wanted}->{f.used})" for f in fallbacks[:5]),
         )
     res = QuantizeResult(
-        path=target, sidecar=sidecar_path(target), source=source, type=qt.name,
-        size_bytes=target.stat().st_size, seconds=seconds, n_tensors=n_tensors,
-        imatrix=imatrix_path, fallbacks=fallbacks, warnings=warnings,
+        path=target,
+        sidecar=sidecar_path(target),
+        source=source,
+        type=qt.name,
+        size_bytes=target.stat().st_size,
+        seconds=seconds,
+        n_tensors=n_tensors,
+        imatrix=imatrix_path,
+        fallbacks=fallbacks,
+        warnings=warnings,
     )
-    write_json_atomic(res.sidecar, {
-        "source": str(source),
-        "type": qt.name,
-        "imatrix": str(imatrix_path) if imatrix_path else None,
-        "llama_cpp_version": llama_cpp_version(),
-        "size_bytes": res.size_bytes,
-        "seconds": round(seconds, 3),
-        "threads": threads or 0,
-        "allow_requantize": allow_requantize,
-        "fallbacks": [asdict(f) for f in fallbacks],
-        "created": datetime.now(UTC).isoformat(timespec="seconds"),
-    })
+    write_json_atomic(
+        res.sidecar,
+        {
+            "source": str(source),
+            "type": qt.name,
+            "imatrix": str(imatrix_path) if imatrix_path else None,
+            "llama_cpp_version": llama_cpp_version(),
+            "size_bytes": res.size_bytes,
+            "seconds": round(seconds, 3),
+            "threads": threads or 0,
+            "allow_requantize": allow_requantize,
+            "fallbacks": [asdict(f) for f in fallbacks],
+            "created": datetime.now(UTC).isoformat(timespec="seconds"),
+        },
+    )
     log.info("wrote %s (%.1f MiB) in %.1f s", target, res.size_bytes / 2**20, seconds)
     return res

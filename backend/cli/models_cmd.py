@@ -164,9 +164,11 @@ def _cmd_list(args: argparse.Namespace) -> int:
 def _cmd_partials(args: argparse.Namespace) -> int:
     manager = DownloadManager(_settings(args))
     if args.discard:
-        removed = manager.discard_partial_downloads()
+        removed = manager.discard_partial_downloads() + manager.discard_unfinished_outputs()
         for path, size in removed:
             _out(f"deleted {path} ({human_bytes(size)})")
+        for o in manager.unfinished_outputs():
+            _out(f"kept {o.path.name}: a running quantisation is writing it")
         _out(f"freed {human_bytes(sum(size for _, size in removed))}")
         return 0
     parts = manager.partial_downloads()
@@ -176,6 +178,17 @@ def _cmd_partials(args: argparse.Namespace) -> int:
         f"{len(parts)} unfinished download(s), {human_bytes(sum(s for _, s in parts))}; "
         "'quantdesk models pull' resumes one, --discard deletes them"
     )
+    outputs = manager.unfinished_outputs()
+    for o in outputs:
+        state = "being written" if o.in_use else "left by a quantisation that died"
+        _out(f"{human_bytes(o.size):>9}  {o.path}  ({state})")
+    if outputs:
+        dead = [o for o in outputs if not o.in_use]
+        _out(
+            f"{len(outputs)} unfinished quantisation output(s), "
+            f"{human_bytes(sum(o.size for o in outputs))}; --discard deletes the "
+            f"{len(dead)} left by runs that died ({human_bytes(sum(o.size for o in dead))})"
+        )
     return 0
 
 
@@ -295,7 +308,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=_cmd_list)
 
-    p = sub.add_parser("partials", help="list unfinished downloads, or --discard them")
+    p = sub.add_parser(
+        "partials",
+        help="list unfinished downloads and quantisation outputs, or --discard them",
+    )
     p.add_argument("--discard", action="store_true", help="delete those no process is writing")
     p.set_defaults(handler=_cmd_partials)
 

@@ -52,6 +52,9 @@ log = logging.getLogger(__name__)
 
 PARTIAL_DIR = ".downloads"
 SOURCE_FILE = ".quantdesk-source.json"
+# What the quantiser and the converter write before renaming it into the library
+# (quantize.output_files.part_path); they hold sole_writer() on it while they do.
+OUTPUT_PART_GLOB = "*.gguf.part"
 # Keep this much free beyond the download itself.
 DISK_MARGIN_BYTES = 64 << 20
 
@@ -197,6 +200,22 @@ def _sole_writer(part: Path) -> Iterator[bool]:
             Path(lock.lock_file).unlink()
 
 
+def sole_writer(part: Path) -> contextlib.AbstractContextManager[bool]:
+    """Hold ``part``'s writer lock across processes while the block runs (True), or hold
+    nothing when another process holds it (False). Downloads and quantisations hold it on
+    the files they write, so a dead run's leftover can be told from a live run's file."""
+    return _sole_writer(part)
+
+
+@dataclass(frozen=True)
+class UnfinishedOutput:
+    """A quantisation or conversion output not yet renamed into the library."""
+
+    path: Path
+    size: int
+    in_use: bool  # a live run is writing it; False: left by a run that died
+
+
 class DownloadManager:
     """Downloads repo files into the library, one at a time, with progress and cancel."""
 
@@ -242,6 +261,37 @@ class DownloadManager:
         for folder in sorted((self.library / PARTIAL_DIR).glob("**/"), reverse=True):
             with contextlib.suppress(OSError):
                 folder.rmdir()  # only empty ones go
+        return removed
+
+    def _output_parts(self) -> list[Path]:
+        return [
+            p
+            for p in self.library.rglob(OUTPUT_PART_GLOB)
+            if p.relative_to(self.library).parts[0] != PARTIAL_DIR and p.is_file()
+        ]
+
+    def unfinished_outputs(self) -> list[UnfinishedOutput]:
+        """Quantisation and conversion outputs in the library that were never finished
+        (``<name>.gguf.part``), largest first: those a run is writing now, and those a
+        killed or crashed run left behind."""
+        found = []
+        for part in self._output_parts():
+            with _sole_writer(part) as sole, contextlib.suppress(FileNotFoundError):
+                found.append(UnfinishedOutput(part, part.stat().st_size, in_use=not sole))
+        return sorted(found, key=lambda o: -o.size)
+
+    def discard_unfinished_outputs(self) -> list[tuple[Path, int]]:
+        """Delete the unfinished outputs of runs that died; returns what went."""
+        removed = []
+        for part in self._output_parts():
+            with _sole_writer(part) as sole:
+                if not sole:
+                    log.info("%s is being written by a running quantisation; kept", part)
+                    continue
+                with contextlib.suppress(FileNotFoundError):
+                    size = part.stat().st_size
+                    part.unlink()
+                    removed.append((part, size))
         return removed
 
     # --- public API --------------------------------------------------------------------------
