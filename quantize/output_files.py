@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from backend.hub.units import human_bytes
 from quantize.errors import OutputWriteError, QuantizeError
 
 log = logging.getLogger(__name__)
@@ -66,18 +67,10 @@ WRITE_FAILURES: dict[int, str] = {
 }
 
 
-def _binary_size(n: int) -> str:
-    """Bytes in MiB, GiB or TiB: a nearly full disk shows as ``0.3 MiB``."""
-    for unit, scale in (("TiB", 2**40), ("GiB", 2**30)):
-        if n >= scale:
-            return f"{n / scale:.1f} {unit}"
-    return f"{n / 2**20:.1f} MiB"
-
-
 def free_space(folder: Path) -> str:
     """Free space in ``folder``'s file system, e.g. ``12.0 MiB`` (``?`` when unknown)."""
     try:
-        return _binary_size(shutil.disk_usage(folder).free)
+        return human_bytes(shutil.disk_usage(folder).free)
     except OSError:
         return "?"
 

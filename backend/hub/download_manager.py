@@ -47,6 +47,7 @@ from backend.hub.hub_errors import hub_errors
 from backend.hub.hub_search import HubFile, RepoListing, list_repo_files
 from backend.hub.hub_settings import HubSettings
 from backend.hub.split_gguf import split_part_names
+from backend.hub.units import human_bytes
 
 log = logging.getLogger(__name__)
 
@@ -174,8 +175,8 @@ def check_disk_space(folder: Path, needed: int, what: str) -> None:
     free = shutil.disk_usage(folder).free
     if needed + DISK_MARGIN_BYTES > free:
         raise DiskSpaceError(
-            f"not enough free disk space for {what}: it needs {needed / 1e9:.2f} GB, "
-            f"only {free / 1e9:.2f} GB free in {folder}; free some space or point "
+            f"not enough free disk space for {what}: it needs {human_bytes(needed)}, "
+            f"only {human_bytes(free)} free in {folder}; free some space or point "
             "QUANTDESK_MODELS_DIR at a bigger disk"
         )
 
@@ -315,7 +316,7 @@ class DownloadManager:
             for f in files
             if not self._already_done(repo_id, f)
         )
-        check_disk_space(self.library, missing, f"{repo_id} ({total / 1e9:.2f} GB)")
+        check_disk_space(self.library, missing, f"{repo_id} ({human_bytes(total)})")
         paths = [
             self.download(listing, f, file_index=i + 1, file_count=len(files))
             for i, f in enumerate(files)
@@ -406,21 +407,21 @@ class DownloadManager:
                 have = got
                 if fruitless > self.settings.download_retries or self.cancel.is_set():
                     raise DownloadError(
-                        f"{t.hub_file.path}: download interrupted at {got / 1e6:.1f} MB ({exc}); "
+                        f"{t.hub_file.path}: download interrupted at {human_bytes(got)} ({exc}); "
                         "run it again to resume"
                     ) from exc
                 delay = self.settings.retry_delay_s * (2 ** (fruitless - 1)) if fruitless else 0
                 log.warning(
-                    "%s: connection lost at %.1f MB (%s); resuming in %.1f s",
+                    "%s: connection lost at %s (%s); resuming in %.1f s",
                     t.hub_file.path,
-                    got / 1e6,
+                    human_bytes(got),
                     exc,
                     delay,
                 )
                 if self.cancel.wait(delay):
                     raise DownloadCancelledError(
                         f"download of {t.hub_file.path} cancelled; run it again to resume "
-                        f"from {got / 1e6:.1f} MB"
+                        f"from {human_bytes(got)}"
                     ) from exc
 
     def _stream(self, t: _Transfer, have: int) -> None:
@@ -457,7 +458,7 @@ class DownloadManager:
                     if self.cancel.is_set():
                         raise DownloadCancelledError(
                             f"download of {hub_file.path} cancelled; run it again to resume "
-                            f"from {done / 1e6:.1f} MB"
+                            f"from {human_bytes(done)}"
                         )
                     fh.write(chunk)
                     done += len(chunk)

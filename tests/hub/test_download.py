@@ -280,7 +280,7 @@ def test_full_disk_is_refused_before_downloading(
         return usage._replace(free=10 << 20)
 
     monkeypatch.setattr(download_manager.shutil, "disk_usage", nearly_full)
-    with pytest.raises(DiskSpaceError, match=r"needs 0\.10 GB, only 0\.01 GB free"):
+    with pytest.raises(DiskSpaceError, match=r"needs \d+\.\d MiB, only 10\.0 MiB free"):
         pull(GGUF_REPO)
     assert _blob_gets(hub) == []
     assert _all_files(_library(isolated_home)) == []

@@ -20,7 +20,7 @@ from quantize.errors import OutputWriteError
 from quantize.output_files import write_error
 from quantize.quantizer import quantize_gguf
 
-FREE = r"\(free: \d+\.\d (MiB|GiB|TiB)\)"
+FREE = r"\(free: (\d+ B|\d+\.\d (KiB|MiB|GiB|TiB))\)"
 OUTPUT = "SmolLM2-135M-Instruct-Q8_0.gguf"
 
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux devices")
