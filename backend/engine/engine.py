@@ -109,23 +109,30 @@ class Engine:
         add_special = not (bos and text.startswith(bos))
         return self.tokenize(text, add_special=add_special, parse_special=True)
 
-    def resolve_max_tokens(self, n_prompt: int, max_tokens: int | None, limit: int) -> int:
-        """Check that the request can ever fit; never truncate silently."""
+    def resolve_max_tokens(
+        self, n_prompt: int, max_tokens: int | None, limit: int, *, strict: bool = False
+    ) -> int:
+        """How many tokens the request may generate. A prompt that fills the context alone
+        is refused. A ``max_tokens`` past the room left is cut to that room, so the answer
+        ends with ``length`` when the context is full, as llama-server and Ollama do
+        (clients send 4096, 8192 or 32000 whatever the context); ``strict`` refuses it
+        instead, as OpenAI does. Never truncates the prompt silently."""
         n_ctx = self.n_ctx
         if n_prompt >= n_ctx:
             raise ContextOverflowError(
                 f"the prompt has {n_prompt} tokens but the context holds {n_ctx}",
                 param="messages",
             )
+        room = n_ctx - n_prompt
         if max_tokens is None:
-            return min(limit, n_ctx - n_prompt)
-        if n_prompt + max_tokens > n_ctx:
+            return min(limit, room)
+        if max_tokens > room and strict:
             raise ContextOverflowError(
                 f"the prompt has {n_prompt} tokens and max_tokens is {max_tokens}: "
                 f"{n_prompt + max_tokens} exceeds the context of {n_ctx} tokens",
                 param="max_tokens",
             )
-        return max_tokens
+        return min(max_tokens, room)
 
     def submit(
         self,

@@ -77,7 +77,7 @@ def test_a_request_longer_than_a_slot_is_refused_with_the_numbers(
     slot_server: LiveServer,
 ) -> None:
     with pytest.raises(openai.BadRequestError) as err:
-        slot_server.client().completions.create(model=MODEL, prompt="word " * 1800, max_tokens=400)
+        slot_server.client().completions.create(model=MODEL, prompt="word " * 2100, max_tokens=4)
     assert str(SLOT_CELLS) in str(err.value)
 
 
