@@ -46,9 +46,15 @@ def error_body(message: str, type_: str, param: str | None, code: str | None) ->
     return {"error": {"message": message, "type": type_, "param": param, "code": code}}
 
 
+def _printable(text: str | None) -> str | None:
+    """``text`` with any lone surrogate (echoed from a hostile body) written as ``\\udXXX``,
+    since UTF-8 cannot encode it and the error response itself would fail."""
+    return None if text is None else text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def _response(err: ApiError) -> JSONResponse:
     return JSONResponse(
-        error_body(err.message, err.type, err.param, err.code),
+        error_body(_printable(err.message) or "", err.type, _printable(err.param), err.code),
         status_code=err.status,
         headers=err.headers,
     )
@@ -72,8 +78,24 @@ def to_api_error(exc: Exception) -> ApiError:
         )
     if isinstance(exc, EngineStoppedError):
         return ApiError(503, str(exc), type_="server_error", code="engine_unavailable")
+    if isinstance(exc, UnicodeEncodeError) and "surrogate" in exc.reason:
+        # request text with a lone surrogate that no validator caught before it was encoded
+        return ApiError(
+            400,
+            "the request holds text that is not valid Unicode (a lone UTF-16 surrogate)",
+            code="invalid_request",
+        )
     log.exception("unhandled error", exc_info=exc)
     return ApiError(500, f"internal error: {exc}", type_="server_error", code="internal_error")
+
+
+_SCALAR_TAGS = frozenset({"str", "int", "float", "bool"})
+
+
+def _union_tag(part: object) -> bool:
+    """A union member pydantic puts in an error's location (``str``, ``list[int]``,
+    ``literal['none','auto']``): a type, not a field of the request."""
+    return isinstance(part, str) and (part in _SCALAR_TAGS or "[" in part)
 
 
 def install_error_handlers(app: FastAPI) -> None:
@@ -85,8 +107,11 @@ def install_error_handlers(app: FastAPI) -> None:
     async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
         errors = exc.errors()
         first = errors[0] if errors else {"loc": (), "msg": "invalid request"}
-        loc = [str(p) for p in first.get("loc", ()) if p != "body"]
-        param = ".".join(loc) or None
+        loc = [str(p) for p in first.get("loc", ()) if p != "body" and not _union_tag(p)]
+        # a model-level validator names the field it faults in its context
+        ctx = first.get("ctx")
+        ctx_param = ctx.get("param") if isinstance(ctx, dict) else None
+        param = ctx_param if isinstance(ctx_param, str) else ".".join(loc) or None
         if first.get("type") == "json_invalid":
             message = "the request body is not valid JSON"
         else:

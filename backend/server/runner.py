@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 import socket
 import threading
@@ -13,26 +12,26 @@ import uvicorn
 from backend.engine.errors import ModelLoadError
 from backend.errors import ConfigError
 from backend.server.app_factory import create_app
+from backend.server.host_check import is_loopback
 from backend.settings import EngineSettings, ServerSettings
 
 log = logging.getLogger(__name__)
 
 
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 def check_bind_policy(settings: ServerSettings) -> None:
-    if not is_loopback(settings.host) and not settings.api_key and not settings.insecure:
+    """Refuse a keyless non-loopback bind unless --insecure, and then warn loudly."""
+    if is_loopback(settings.host) or settings.api_key:
+        return
+    if not settings.insecure:
         raise ConfigError(
             f"refusing to listen on {settings.host} without --api-key "
             "(anyone on the network could use the model); pass --insecure to allow it"
         )
+    log.warning(
+        "INSECURE: listening on %s with no API key (--insecure): anyone who can reach this "
+        "address can use the model and read /v1/stats; set --api-key to require a key",
+        settings.host,
+    )
 
 
 def bind_socket(host: str, port: int) -> socket.socket:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 # Fields with a default that some clients send as an explicit ``null`` (OpenAI accepts it).
 _NULL_MEANS_DEFAULT = frozenset({"stream", "n", "ignore_eos", "include_usage", "logprobs", "echo"})
@@ -21,15 +23,52 @@ class _Lenient(BaseModel):
         return data
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def lone_surrogate_path(data: Any) -> str | None:
+    """Where a decoded JSON body holds a lone UTF-16 surrogate (``"\\ud800"``): JSON allows
+    it, UTF-8 cannot encode it, and the tokenizer or grammar parser would fail on it later.
+    A valid pair decodes to one character, so any surrogate left is a lone one."""
+    stack: list[tuple[str, Any]] = [("", data)]  # iterative: bodies may nest deeply
+    while stack:
+        path, value = stack.pop()
+        if isinstance(value, str):
+            if _SURROGATE.search(value):
+                return path or "body"
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                key = str(key)
+                if _SURROGATE.search(key):
+                    return path or "body"
+                stack.append((f"{path}.{key}" if path else key, item))
+        elif isinstance(value, list):
+            stack.extend((f"{path}[{i}]", item) for i, item in enumerate(value))
+    return None
+
+
 class StreamOptions(_Lenient):
     include_usage: bool = False
+
+
+class FunctionCall(_Lenient):
+    name: str
+    arguments: str | dict[str, Any] | None = None  # a JSON string; some clients send the object
+
+
+class AssistantToolCall(_Lenient):
+    """A call in an earlier assistant message: ``{"id", "type", "function"}``."""
+
+    id: str | None = None
+    type: Literal["function"] = "function"
+    function: FunctionCall
 
 
 class ChatMessage(_Lenient):
     role: Literal["system", "user", "assistant", "tool", "developer", "function"]
     content: str | list[dict[str, Any]] | None = None
     name: str | None = None
-    tool_calls: list[dict[str, Any]] | None = None
+    tool_calls: list[AssistantToolCall] | None = None
     tool_call_id: str | None = None
 
     def text(self) -> str:
@@ -70,6 +109,18 @@ class SamplingFields(_Lenient):
     grammar: str | None = None
     user: str | None = None
 
+    @model_validator(mode="before")
+    @classmethod
+    def _valid_unicode(cls, data: Any) -> Any:
+        if (path := lone_surrogate_path(data)) is not None:
+            raise PydanticCustomError(
+                "lone_surrogate",
+                "not valid Unicode: it holds a lone UTF-16 surrogate "
+                "(an unpaired \\ud800-\\udfff escape)",
+                {"param": path},
+            )
+        return data
+
     def stop_list(self) -> list[str]:
         if self.stop is None:
             return []
@@ -85,6 +136,23 @@ class ChatCompletionRequest(SamplingFields):
     parallel_tool_calls: bool | None = None
     logprobs: bool = False
     top_logprobs: int | None = Field(None, ge=0, le=20)
+
+    @field_validator("tool_choice")
+    @classmethod
+    def _named_function(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            function = value.get("function")
+            if (
+                value.get("type", "function") != "function"
+                or not isinstance(function, dict)
+                or not isinstance(function.get("name"), str)
+            ):
+                raise PydanticCustomError(
+                    "tool_choice",
+                    "must be 'none', 'auto', 'required' or "
+                    "{'type': 'function', 'function': {'name': NAME}}",
+                )
+        return value
 
 
 class CompletionRequest(SamplingFields):

@@ -56,7 +56,8 @@ def forced_function(
     if tool_choice == "required":
         return funcs
     if isinstance(tool_choice, dict):
-        name = (tool_choice.get("function") or {}).get("name")
+        function = tool_choice.get("function")  # its shape is checked by the request schema
+        name = function.get("name") if isinstance(function, dict) else None
         chosen = [f for f in funcs if f["name"] == name]
         if not chosen:
             raise ApiError(

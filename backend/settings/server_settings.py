@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -29,6 +29,12 @@ class ServerSettings(BaseSettings):
         description="Require 'Authorization: Bearer KEY' on every API call",
         json_schema_extra={"flags": ["--api-key"]},
     )
+    allowed_hosts: list[str] = Field(
+        default_factory=list,
+        description="On loopback, also answer requests whose Host header is this name "
+        "(repeatable; localhost, 127.0.0.1 and [::1] are always allowed)",
+        json_schema_extra={"flags": ["--allowed-host"]},
+    )
     insecure: bool = Field(
         False,
         description="Allow binding a non-loopback address without an API key",
@@ -51,3 +57,12 @@ class ServerSettings(BaseSettings):
         description="Write the bound port to this file once listening (for supervisors)",
         json_schema_extra={"flags": ["--port-file"]},
     )
+
+    @field_validator("api_key")
+    @classmethod
+    def _key_not_blank(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        if not value.strip():
+            raise ValueError("the API key is blank; give a real key or leave the flag out")
+        return value.strip()  # a client's 'Bearer KEY' is compared stripped

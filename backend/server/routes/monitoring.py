@@ -9,7 +9,7 @@ from fastapi.responses import JSONResponse, Response
 from prometheus_client import generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from backend.server.auth import require_api_key
+from backend.server.auth import has_valid_key, require_api_key
 from backend.server.generation import ready_engine
 
 router = APIRouter()
@@ -17,14 +17,21 @@ router = APIRouter()
 
 @router.get("/health")
 async def health(request: Request) -> JSONResponse:
+    """Open to all (load balancers probe it), but with a key set only a client that
+    sends it learns which model (whose id is often its file name) or what failed."""
     state = request.app.state
-    if getattr(state, "load_error", None):
-        return JSONResponse({"status": "error", "error": state.load_error}, status_code=503)
+    detailed = has_valid_key(request)
     engine = getattr(state, "engine", None)
+    failure = getattr(state, "load_error", None) or (
+        engine.scheduler.failure if engine is not None and engine.ready else None
+    )
+    if failure:
+        shown = failure if detailed else "see the server log"
+        return JSONResponse({"status": "error", "error": shown}, status_code=503)
     if engine is None or not engine.ready:
         return JSONResponse({"status": "loading"}, status_code=503)
-    if engine.scheduler.failure:
-        return JSONResponse({"status": "error", "error": engine.scheduler.failure}, status_code=503)
+    if not detailed:
+        return JSONResponse({"status": "ok"})
     return JSONResponse({"status": "ok", "model": engine.model_id})
 
 
