@@ -75,7 +75,12 @@ def register(subparsers: Any) -> None:
         help="keep one shared prefix for all repetitions (default: a fresh one "
         "per repetition, so each starts uncached)",
     )
-    parser.add_argument("--endpoint", choices=["completions", "chat"], default="completions")
+    parser.add_argument(
+        "--endpoint",
+        choices=["completions", "chat"],
+        default="completions",
+        help="which API to load: /v1/completions or /v1/chat/completions (default completions)",
+    )
     parser.add_argument(
         "--no-ignore-eos",
         action="store_true",

@@ -25,6 +25,15 @@ def _flags_of(field: Any) -> list[str]:
     return list(flags) if flags else []
 
 
+def _help(field: Any) -> str:
+    """The field's description with its default, as ``serve --help`` shows it."""
+    text = str(field.description or "")
+    default = field.get_default(call_default_factory=True)
+    if default is None or default == [] or default is False:
+        return text
+    return f"{text} (default: {default})"
+
+
 def add_settings_flags(parser: argparse.ArgumentParser, model: type[BaseModel]) -> None:
     """Add one option per field of ``model`` that declares flags.
 
@@ -41,7 +50,7 @@ def add_settings_flags(parser: argparse.ArgumentParser, model: type[BaseModel]) 
         kwargs: dict[str, Any] = {
             "dest": name,
             "default": argparse.SUPPRESS,
-            "help": field.description,
+            "help": _help(field),
         }
         if annotation is bool:
             kwargs["action"] = "store_true"

@@ -9,6 +9,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from backend.cli.quantize_cmd import positive_int
 from backend.hub.download_manager import DownloadManager, DownloadProgress
 from backend.hub.fit_estimate import FitEstimate, FitSettings, estimate_fit
 from backend.hub.ggml_types import CACHE_TYPES
@@ -200,6 +201,11 @@ def _cmd_rm(args: argparse.Namespace) -> int:
 
 
 # --- fit ----------------------------------------------------------------------------------------
+# ``models fit`` exits with this when the model won't fit, so scripts can tell (1 and 2 are
+# errors, 3 a model that is not found).
+WONT_FIT_EXIT = 4
+
+
 def fit_settings_from_args(args: argparse.Namespace) -> FitSettings:
     """Engine defaults (and QUANTDESK_* environment), overridden by the flags given."""
     engine = EngineSettings.model_validate({})
@@ -260,7 +266,7 @@ def _cmd_fit(args: argparse.Namespace) -> int:
         _emit_json(estimate.to_dict())
     else:
         _print_fit(estimate)
-    return 0
+    return WONT_FIT_EXIT if estimate.verdict == "wont_fit" else 0
 
 
 # --- registration -------------------------------------------------------------------------------
@@ -277,26 +283,33 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         default="gguf",
         help="GGUF repos, text-generation safetensors repos, or any (default gguf)",
     )
-    p.add_argument("--sort", choices=["downloads", "likes", "recent"], default="downloads")
-    p.add_argument("--limit", type=int, default=20)
+    p.add_argument(
+        "--sort",
+        choices=["downloads", "likes", "recent"],
+        default="downloads",
+        help="order of the results (default downloads)",
+    )
+    p.add_argument(
+        "--limit", type=positive_int, default=20, help="at most this many results (default 20)"
+    )
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(handler=_cmd_search)
 
     p = sub.add_parser("files", help="list a repo's files with sizes and quant types")
     p.add_argument("repo")
-    p.add_argument("--revision")
+    p.add_argument("--revision", help="a branch, tag or commit (default: main)")
     p.add_argument(
         "--inspect",
         action="store_true",
         help="also read each GGUF's header remotely (quant type from metadata)",
     )
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(handler=_cmd_files)
 
     p = sub.add_parser("pull", help="download files into the library (resumable, verified)")
     p.add_argument("repo")
     p.add_argument("files", nargs="*", metavar="FILE")
-    p.add_argument("--revision")
+    p.add_argument("--revision", help="a branch, tag or commit (default: main)")
     p.add_argument(
         "--progress-jsonl",
         action="store_true",
@@ -305,7 +318,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.set_defaults(handler=_cmd_pull)
 
     p = sub.add_parser("list", help="list the models in the library")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(handler=_cmd_list)
 
     p = sub.add_parser(
@@ -319,15 +332,47 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("name")
     p.set_defaults(handler=_cmd_rm)
 
-    p = sub.add_parser("fit", help="estimate memory use and whether a model fits")
+    p = sub.add_parser(
+        "fit",
+        help="estimate memory use and whether a model fits",
+        description="Estimate weights, KV cache and compute buffers against free RAM and "
+        f"VRAM. Exit status: 0 fits (or fits with partial offload), {WONT_FIT_EXIT} won't fit. "
+        "Flags not given take the serve defaults.",
+    )
     p.add_argument("model", help="a GGUF path, a library name, or 'default'")
-    p.add_argument("-c", "--ctx-size", dest="ctx_size", type=int)
-    p.add_argument("-np", "--parallel", type=int)
-    p.add_argument("-ctk", "--cache-type-k", dest="cache_type_k", choices=CACHE_TYPES)
-    p.add_argument("-ctv", "--cache-type-v", dest="cache_type_v", choices=CACHE_TYPES)
-    p.add_argument("-ngl", "--gpu-layers", dest="gpu_layers", type=int)
-    p.add_argument("-b", "--batch-size", dest="batch_size", type=int)
-    p.add_argument("-ub", "--ubatch-size", dest="ubatch_size", type=int)
-    p.add_argument("-fa", "--flash-attn", dest="flash_attn", choices=["auto", "on", "off"])
-    p.add_argument("--json", action="store_true")
+    p.add_argument(
+        "-c", "--ctx-size", dest="ctx_size", type=positive_int, help="context size in tokens"
+    )
+    p.add_argument("-np", "--parallel", type=positive_int, help="parallel sequences (server slots)")
+    p.add_argument(
+        "-ctk", "--cache-type-k", dest="cache_type_k", choices=CACHE_TYPES, help="K cache type"
+    )
+    p.add_argument(
+        "-ctv", "--cache-type-v", dest="cache_type_v", choices=CACHE_TYPES, help="V cache type"
+    )
+    p.add_argument(
+        "-ngl",
+        "--gpu-layers",
+        dest="gpu_layers",
+        type=int,
+        help="layers offloaded to the GPU (-1: all)",
+    )
+    p.add_argument(
+        "-b", "--batch-size", dest="batch_size", type=positive_int, help="logical batch size"
+    )
+    p.add_argument(
+        "-ub",
+        "--ubatch-size",
+        dest="ubatch_size",
+        type=positive_int,
+        help="physical batch size",
+    )
+    p.add_argument(
+        "-fa",
+        "--flash-attn",
+        dest="flash_attn",
+        choices=["auto", "on", "off"],
+        help="flash attention",
+    )
+    p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(handler=_cmd_fit)
