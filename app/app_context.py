@@ -8,6 +8,7 @@ from collections.abc import Callable
 from PySide6.QtCore import QObject, Signal
 
 from app.app_settings import AppSettings
+from app.server_command import find_free_port, port_is_free
 from app.server_process import ServerState, ServerSupervisor
 from app.workers.stats_poller import StatsPoller
 
@@ -23,6 +24,7 @@ class AppContext(QObject):
 
     stats_received = Signal(object)
     navigate_requested = Signal(str)  # page key
+    port_moved = Signal(int, int)  # the busy port, the free one used instead
 
     def __init__(
         self, settings: AppSettings, supervisor: ServerSupervisor | None = None,
@@ -37,11 +39,31 @@ class AppContext(QObject):
         self.server.server_started.connect(self._start_polling)
         self.server.state_changed.connect(self._on_state)
         self.save_settings: Callable[[], None] = lambda: None
+        # no settings file yet: QuantDesk has not run here before (read now, before the
+        # window's first save writes one)
+        self.first_run = not AppSettings.default_path().is_file()
 
     def start_server(self) -> None:
         """Start with the knobs in the settings (the Server page keeps them current)."""
         if not self.server.is_active():
             self.server.start(self.settings.server)
+
+    def autostart_server(self) -> None:
+        """Start as the window opens.
+
+        On the very first run a busy default port is no reason to greet a new user
+        with an error: the server takes a free port instead, the settings keep it, and
+        :attr:`port_moved` tells the Server page to say so. Later runs keep the port
+        the user has (their clients may be set up for it) and report a clash plainly.
+        """
+        knobs = self.settings.server
+        if self.first_run and knobs.port and not self.server.is_active() \
+                and not port_is_free(knobs.host, knobs.port):
+            busy, knobs.port = knobs.port, find_free_port(knobs.host)
+            log.info("port %d is in use; serving on free port %d instead", busy, knobs.port)
+            self.save_settings()
+            self.port_moved.emit(busy, knobs.port)
+        self.start_server()
 
     def navigate(self, key: str) -> None:
         self.navigate_requested.emit(key)

@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import logging
 
-from PySide6.QtCore import QByteArray, QSize, Qt, QTimer, SignalInstance
-from PySide6.QtGui import QCloseEvent
+from PySide6.QtCore import QByteArray, QEvent, QObject, QSize, Qt, QTimer, SignalInstance
+from PySide6.QtGui import QCloseEvent, QResizeEvent
 from PySide6.QtWidgets import (
+    QFrame,
     QHBoxLayout,
     QLabel,
     QListWidget,
     QListWidgetItem,
     QMainWindow,
     QMessageBox,
+    QScrollArea,
     QStackedWidget,
+    QStyle,
     QVBoxLayout,
     QWidget,
 )
@@ -21,10 +24,70 @@ from PySide6.QtWidgets import (
 from app.app_context import AppContext
 from app.app_settings import AppSettings
 from app.pages import PAGES, build_page
+from app.server_errors import failure_title
 from app.theme import icon
 from app.widgets.common import StatusLight
 
 log = logging.getLogger(__name__)
+
+MINIMUM_SIZE = (1024, 600)
+
+
+class PageStack(QStackedWidget):
+    """The page stack; its minimum size is the current page's, not the largest page's."""
+
+    def minimumSizeHint(self) -> QSize:
+        page = self.currentWidget()
+        if page is None:
+            return QSize(0, 0)
+        return page.minimumSizeHint().expandedTo(page.minimumSize())
+
+
+class PageHolder(QScrollArea):
+    """A frameless scroll area around the page stack that never squeezes a page.
+
+    Below a page's minimum size a layout overlaps its widgets and cuts their text;
+    this holder scrolls instead. Qt's own resizable scroll area would lay a page with
+    word-wrapped text out at its preferred height and scroll where the page fits, so
+    the holder gives the page the whole viewport, and scroll bars only when the window
+    is smaller than the page's minimum. Pages scroll their own long columns, so from
+    1280x720 up no page shows a scroll bar here.
+    """
+
+    def __init__(self, stack: PageStack, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("PageHolder")
+        self.setFrameShape(QFrame.Shape.NoFrame)
+        self.setWidgetResizable(False)
+        self.setWidget(stack)
+        stack.installEventFilter(self)
+        stack.currentChanged.connect(lambda _i: self.fit_page())
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        if watched is self.widget() and event.type() == QEvent.Type.LayoutRequest:
+            self.fit_page()
+        return super().eventFilter(watched, event)
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        self.fit_page()
+
+    def fit_page(self) -> None:
+        stack = self.widget()
+        if stack is None:
+            return
+        need = stack.minimumSizeHint()
+        room = self.maximumViewportSize()
+        bar = self.style().pixelMetric(QStyle.PixelMetric.PM_ScrollBarExtent)
+        width, height = room.width(), room.height()
+        for _ in range(2):  # a bar in one direction takes room from the other
+            if need.height() > height:
+                width = room.width() - bar
+            if need.width() > width:
+                height = room.height() - bar
+        size = QSize(max(width, need.width()), max(height, need.height()))
+        if stack.size() != size:
+            stack.resize(size)
 
 
 class MainWindow(QMainWindow):
@@ -37,7 +100,9 @@ class MainWindow(QMainWindow):
         self.context.save_settings = self.save_settings
         self.setWindowTitle("QuantDesk")
         self.setWindowIcon(icon("quantdesk"))
-        self.setMinimumSize(1100, 700)
+        # small enough for a maximised window on a 1280x720 screen (or 1920x1080 at 150%)
+        # with a title bar and a panel; a page that needs more scrolls rather than squeezes
+        self.setMinimumSize(*MINIMUM_SIZE)
         self.confirm_close = True  # tests switch the in-flight question off
         self._pages: dict[str, QWidget] = {}
 
@@ -46,8 +111,9 @@ class MainWindow(QMainWindow):
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(0)
         layout.addWidget(self._build_sidebar())
-        self.stack = QStackedWidget()
-        layout.addWidget(self.stack, 1)
+        self.stack = PageStack()
+        self.page_holder = PageHolder(self.stack)
+        layout.addWidget(self.page_holder, 1)
         self.setCentralWidget(root)
 
         for spec in PAGES:
@@ -77,7 +143,7 @@ class MainWindow(QMainWindow):
                        else "chat")
         self._on_server_state(server.state.value)
         if settings.autostart_server:
-            QTimer.singleShot(0, self.context.start_server)
+            QTimer.singleShot(0, self.context.autostart_server)
 
     # -- layout ---------------------------------------------------------------------------
     def _build_sidebar(self) -> QWidget:
@@ -145,11 +211,14 @@ class MainWindow(QMainWindow):
     def _on_server_state(self, state: str) -> None:
         self.footer_light.set_state(state)
         server = self.context.server
+        failure = failure_title(server.last_error)
         text = {
             "running": f"Serving on port {server.port}",
             "starting": "Server starting…",
             "stopping": "Server stopping…",
-            "crashed": "Server stopped unexpectedly",
+            "crashed": {"Could not start": "Server could not start",
+                        "Stopped unexpectedly": "Server stopped unexpectedly",
+                        "Out of memory": "Server ran out of memory"}.get(failure, failure),
             "stopped": "Server stopped",
         }.get(state, state)
         self.footer_text.setText(text)

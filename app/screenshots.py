@@ -1,6 +1,11 @@
-"""Screenshots of the serving pages at 1440x900, from the real window driving the real server.
+"""Screenshots of the serving pages, from the real window driving the real server.
 
     QT_QPA_PLATFORM=offscreen python -m app.screenshots [--out docs/screenshots]
+    QT_QPA_PLATFORM=offscreen python -m app.screenshots --size 1280x720 \
+        --out docs/screenshots/1280x720
+
+The window is 1440x900 unless ``--size`` says otherwise (1280x720 is a common laptop,
+and what 1920x1080 at 150% scaling gives).
 
 Starts the embedded model, chats once, lets the dashboard fill, runs a tiny bench
 sweep, and grabs each page with ``QWidget.grab()``. Settings and chats go to a
@@ -37,7 +42,14 @@ def _wait(app: object, condition: Callable[[], bool], timeout_s: float) -> bool:
 SERVING_PAGES = ("chat", "server", "dashboard", "bench")
 
 
-def take(out: Path, bench: bool = True, pages: tuple[str, ...] = SERVING_PAGES) -> list[Path]:
+def parse_size(text: str) -> tuple[int, int]:
+    """'1280x720' -> (1280, 720)."""
+    width, _, height = text.lower().partition("x")
+    return int(width), int(height)
+
+
+def take(out: Path, bench: bool = True, pages: tuple[str, ...] = SERVING_PAGES,
+         size: tuple[int, int] = (1440, 900)) -> list[Path]:
     os.environ.setdefault("QUANTDESK_HOME", tempfile.mkdtemp(prefix="quantdesk-shots-"))
     from app.app_settings import AppSettings
     from app.main import create_app
@@ -54,7 +66,7 @@ def take(out: Path, bench: bool = True, pages: tuple[str, ...] = SERVING_PAGES) 
     settings.server.port = 0
     window = MainWindow(settings)
     window.confirm_close = False
-    window.resize(1440, 900)
+    window.resize(*size)
     window.show()
     out.mkdir(parents=True, exist_ok=True)
     shots: list[Path] = []
@@ -117,13 +129,16 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--out", type=Path, default=Path("docs/screenshots"))
     parser.add_argument("--no-bench", action="store_true")
+    parser.add_argument("--size", type=parse_size, default=(1440, 900),
+                        help="window size in logical pixels, e.g. 1280x720")
     parser.add_argument("--pages", default=",".join(SERVING_PAGES),
                         help="comma-separated page keys (the Models, Quantise and Compare pages "
                              "have their own script: tests/app/page_screenshots.py)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)
-    take(args.out, bench=not args.no_bench, pages=tuple(p for p in args.pages.split(",") if p))
+    take(args.out, bench=not args.no_bench, pages=tuple(p for p in args.pages.split(",") if p),
+         size=args.size)
     return 0
 
 

@@ -7,6 +7,7 @@ its own executable with ``serve``; a venv runs ``python -m backend.cli.main serv
 from __future__ import annotations
 
 import os
+import socket
 import sys
 from pathlib import Path
 
@@ -66,3 +67,35 @@ def client_host(host: str) -> str:
 
 def base_url(host: str, port: int) -> str:
     return f"http://{client_host(host)}:{port}"
+
+
+def _family(host: str) -> socket.AddressFamily:
+    return socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET
+
+
+def _bind_host(host: str) -> str:
+    return host.strip("[]") if host not in ("", "*") else "0.0.0.0"
+
+
+def port_is_free(host: str, port: int) -> bool:
+    """Whether ``quantdesk serve`` could listen on ``host:port`` right now.
+
+    Binds the way the server does (``SO_REUSEADDR``, so a port in TIME_WAIT counts
+    as free) and lets go at once. Port 0 is always free.
+    """
+    if port == 0:
+        return True
+    with socket.socket(_family(host), socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((_bind_host(host), port))
+        except OSError:
+            return False
+    return True
+
+
+def find_free_port(host: str) -> int:
+    """A port nothing listens on at ``host`` (the system's pick; racy, but rarely lost)."""
+    with socket.socket(_family(host), socket.SOCK_STREAM) as sock:
+        sock.bind((_bind_host(host), 0))
+        return int(sock.getsockname()[1])

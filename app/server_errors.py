@@ -10,11 +10,19 @@ from backend.errors import QuantDeskError
 
 
 class ServerProcessError(QuantDeskError):
-    """The server child process failed to start or stopped unexpectedly."""
+    """The server child process failed to start or stopped unexpectedly.
 
-    def __init__(self, kind: str, message: str) -> None:
+    ``kind`` names the cause (``port_in_use``, ``oom``, ``crash``...), ``port`` is the
+    port a ``port_in_use`` failure could not listen on, and ``while_starting`` says
+    whether the server died before it was ever ready (it then never "stopped").
+    """
+
+    def __init__(self, kind: str, message: str, port: int | None = None,
+                 while_starting: bool = False) -> None:
         super().__init__(message)
         self.kind = kind
+        self.port = port
+        self.while_starting = while_starting
 
 
 @dataclass(frozen=True)
@@ -40,8 +48,9 @@ _RULES = (
     _Rule(
         "port_in_use",
         re.compile(r"address already in use|errno 98|errno 48|WinError 10048", re.IGNORECASE),
-        "The port is already in use by another program. Pick another port, or 0 for any "
-        "free one.",
+        "{port} is in use by another program, so the server could not listen on it. "
+        "Use a free port (QuantDesk picks one and remembers it), or choose one under "
+        "Network.",
     ),
     _Rule(
         "model_not_found",
@@ -63,10 +72,23 @@ _RULES = (
 )
 
 
+# `quantdesk serve` says "quantdesk: error: cannot listen on HOST:PORT: <strerror>"
+_LISTEN_RE = re.compile(r"cannot listen on \S*:(\d+):")
+
+
+def _port_in(text: str) -> int | None:
+    match = _LISTEN_RE.search(text)
+    return int(match.group(1)) if match else None
+
+
 def explain_exit(
-    log_tail: Sequence[str], exit_code: int | None, crashed: bool
+    log_tail: Sequence[str], exit_code: int | None, crashed: bool, port: int | None = None
 ) -> ServerProcessError:
-    """The most likely cause of a server exit, as a :class:`ServerProcessError`."""
+    """The most likely cause of a server exit, as a :class:`ServerProcessError`.
+
+    ``port`` is the port the server was asked for; the log's own "cannot listen on"
+    line wins when it names one.
+    """
     text = "\n".join(log_tail)
     last = next((line.strip() for line in reversed(log_tail) if line.strip()), "")
     for rule in _RULES:
@@ -74,7 +96,25 @@ def explain_exit(
             message = rule.message
             if rule.kind == "bad_setting" and last:
                 message = f"{rule.message}: {last.removeprefix('quantdesk: error: ')}"
+            if rule.kind == "port_in_use":
+                port = _port_in(text) or port
+                message = message.format(port=f"Port {port}" if port else "The port")
+                return ServerProcessError(rule.kind, message, port=port or None)
             return ServerProcessError(rule.kind, message)
     how = "was killed or crashed" if crashed else f"exited with code {exit_code}"
     detail = f" Last log line: {last}" if last else ""
     return ServerProcessError("crash", f"The server {how}.{detail}")
+
+
+def failure_title(error: ServerProcessError | None) -> str:
+    """A few words for a status label: what went wrong, not only that something did."""
+    if error is None:
+        return "Stopped unexpectedly"
+    if error.kind == "port_in_use":
+        return f"Port {error.port} in use" if error.port else "Port in use"
+    if error.kind == "oom":
+        return "Out of memory"
+    if error.while_starting or error.kind in ("launch", "timeout", "model_not_found",
+                                              "bad_model", "bad_setting"):
+        return "Could not start"
+    return "Stopped unexpectedly"

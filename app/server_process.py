@@ -202,7 +202,8 @@ class ServerSupervisor(QObject):
         if error == QProcess.ProcessError.FailedToStart:
             self._poll.stop()
             program = self._launcher()[0]
-            self._fail(ServerProcessError("launch", f"Could not launch the server ({program})."))
+            self._fail(ServerProcessError("launch", f"Could not launch the server ({program}).",
+                                          while_starting=True))
 
     def _on_finished(self, exit_code: int, exit_status: QProcess.ExitStatus) -> None:
         self._on_output()
@@ -223,7 +224,10 @@ class ServerSupervisor(QObject):
         if state in (ServerState.STOPPED, ServerState.CRASHED):
             return
         crashed = exit_status == QProcess.ExitStatus.CrashExit
-        self._fail(explain_exit(list(self._tail), exit_code, crashed))
+        port = self._knobs.port if self._knobs is not None else None
+        error = explain_exit(list(self._tail), exit_code, crashed, port=port or None)
+        error.while_starting = state is ServerState.STARTING
+        self._fail(error)
 
     def _fail(self, error: ServerProcessError) -> None:
         self.last_error = error
@@ -250,7 +254,8 @@ class ServerSupervisor(QObject):
         self._waited_ms += self.POLL_MS
         if self._waited_ms > self._startup_timeout_ms:
             self._poll.stop()
-            error = ServerProcessError("timeout", "The server did not become ready in time.")
+            error = ServerProcessError("timeout", "The server did not become ready in time.",
+                                       while_starting=True)
             self._set_state(ServerState.STOPPING)  # expected exit; report the timeout ourselves
             if self._process is not None:
                 self._process.kill()

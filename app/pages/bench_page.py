@@ -32,7 +32,7 @@ from app.app_settings import AppSettings
 from app.bench_store import BenchStore
 from app.server_process import ServerState
 from app.theme import MUTED, SERIES
-from app.widgets.common import page_header, set_button_role
+from app.widgets.common import page_header, scroll_column, set_button_role
 from app.workers.bench_worker import BenchWorker
 from backend.bench import BenchConfig, BenchError, BenchResult
 from backend.default_model import DEFAULT_MODEL_ID
@@ -82,7 +82,7 @@ class BenchPage(QWidget):
                      "keep the load fixed, and compare the medians."))
         row = QHBoxLayout()
         row.setSpacing(16)
-        row.addWidget(self._build_controls(), 0)
+        row.addWidget(scroll_column(self._build_controls(), 360), 0)
         row.addLayout(self._build_charts(), 1)
         outer.addLayout(row, 1)
 
@@ -94,7 +94,6 @@ class BenchPage(QWidget):
     # -- building -------------------------------------------------------------------------
     def _build_controls(self) -> QWidget:
         box = QWidget()
-        box.setFixedWidth(330)
         v = QVBoxLayout(box)
         v.setContentsMargins(0, 0, 0, 0)
         load = QGroupBox("Load")

@@ -29,7 +29,7 @@ from app.app_context import AppContext
 from app.app_settings import AppSettings
 from app.chat_store import ChatMessage, ChatStore, Conversation
 from app.server_process import ServerState
-from app.widgets.common import Banner, ElidedLabel, EmptyState, set_button_role
+from app.widgets.common import Banner, ElidedLabel, EmptyState, scroll_column, set_button_role
 from app.widgets.message_bubble import MessageBubble, meta_text
 from app.workers.chat_stream import ChatStreamWorker
 
@@ -89,7 +89,7 @@ class ChatPage(QWidget):
         root.setSpacing(16)
         root.addWidget(self._build_history(), 0)
         root.addLayout(self._build_center(), 1)
-        root.addWidget(self._build_settings(), 0)
+        root.addWidget(scroll_column(self._build_settings(), 290), 0)
 
         self.server.state_changed.connect(self._on_server_state)
         self.server.server_started.connect(lambda _url: self._on_server_state("running"))
@@ -184,7 +184,6 @@ class ChatPage(QWidget):
     def _build_settings(self) -> QWidget:
         c = self.settings.chat
         box = QWidget()
-        box.setFixedWidth(270)
         v = QVBoxLayout(box)
         v.setContentsMargins(0, 0, 0, 0)
         sys_box = QGroupBox("System prompt")

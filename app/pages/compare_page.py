@@ -53,7 +53,7 @@ from app.app_settings import AppSettings
 from app.markdown_render import markdown_to_html
 from app.theme import BAD, GOOD, MUTED, SERIES, SURFACE, TEXT, WARN, human_bytes
 from app.widgets.checkbox_style import use_visible_checkboxes
-from app.widgets.common import Banner, EmptyState, page_header, set_button_role
+from app.widgets.common import Banner, EmptyState, page_header, scroll_column, set_button_role
 from app.workers.cli_job import CliJob
 from app.workers.hub_call import run_call, wait_for_calls
 from app.workers.library_events import library_events, scan_library
@@ -70,14 +70,31 @@ KLD_GOOD, KLD_WARN = 0.01, 0.1
 
 
 def compare_arguments(
-    reference: str, candidates: list[str], out_dir: Path, *, text: str = "",
-    prompts_file: Path | None = None, ctx: int = 512, chunks: int = 0, answers: bool = True,
-    speed: bool = True, threads: int | None = None,
+    reference: str,
+    candidates: list[str],
+    out_dir: Path,
+    *,
+    text: str = "",
+    prompts_file: Path | None = None,
+    ctx: int = 512,
+    chunks: int = 0,
+    answers: bool = True,
+    speed: bool = True,
+    threads: int | None = None,
 ) -> list[str]:
     """The ``quantdesk`` arguments of one run (``--progress-jsonl`` is added by CliJob)."""
-    args = ["compare", "--reference", reference, *candidates,
-            "--json", str(out_dir / RESULTS_FILE), "--report", str(out_dir / REPORT_FILE),
-            "--ctx", str(ctx)]
+    args = [
+        "compare",
+        "--reference",
+        reference,
+        *candidates,
+        "--json",
+        str(out_dir / RESULTS_FILE),
+        "--report",
+        str(out_dir / REPORT_FILE),
+        "--ctx",
+        str(ctx),
+    ]
     if chunks:
         args += ["--chunks", str(chunks)]
     if text:
@@ -155,14 +172,18 @@ class ComparePage(QWidget):
         outer = QVBoxLayout(self)
         outer.setContentsMargins(28, 22, 28, 22)
         outer.setSpacing(12)
-        outer.addWidget(page_header(
-            "Compare", "What a quant costs: perplexity and KL divergence against a reference on "
-                       "the same text, top-token agreement, speed, and the answers side by side."))
+        outer.addWidget(
+            page_header(
+                "Compare",
+                "What a quant costs: perplexity and KL divergence against a reference on "
+                "the same text, top-token agreement, speed, and the answers side by side.",
+            )
+        )
         self.banner = Banner()
         outer.addWidget(self.banner)
         row = QHBoxLayout()
         row.setSpacing(16)
-        row.addWidget(self._build_controls(), 0)
+        row.addWidget(scroll_column(self._build_controls(), 400, self._build_run()), 0)
         row.addWidget(self._build_results(), 1)
         outer.addLayout(row, 1)
         library_events().library_changed.connect(self.refresh_library)
@@ -173,7 +194,6 @@ class ComparePage(QWidget):
     # -- building -------------------------------------------------------------------------
     def _build_controls(self) -> QWidget:
         box = QWidget()
-        box.setFixedWidth(400)
         v = QVBoxLayout(box)
         v.setContentsMargins(0, 0, 0, 0)
 
@@ -182,7 +202,8 @@ class ComparePage(QWidget):
         mv.addWidget(QLabel("Reference (F16, BF16 or Q8_0 is best)"))
         self.reference_combo = QComboBox()
         self.reference_combo.setSizeAdjustPolicy(
-            QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+            QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon
+        )
         self.reference_combo.setMinimumContentsLength(20)
         self.reference_combo.currentIndexChanged.connect(lambda _i: self._fill_candidates())
         mv.addWidget(self.reference_combo)
@@ -237,7 +258,13 @@ class ComparePage(QWidget):
         form.addRow(checks)
         use_visible_checkboxes(evaluation)
         v.addWidget(evaluation)
+        return box
 
+    def _build_run(self) -> QWidget:
+        """Run, Cancel, progress and status, pinned below the scrolling form."""
+        box = QWidget()
+        v = QVBoxLayout(box)
+        v.setContentsMargins(0, 0, 0, 0)
         buttons = QHBoxLayout()
         self.run_button = set_button_role(QPushButton("Run comparison"), "primary")
         self.run_button.clicked.connect(self.start)
@@ -272,10 +299,12 @@ class ComparePage(QWidget):
         v.addLayout(head)
         self.results_stack = QStackedWidget()
         self.empty = EmptyState(
-            "compare", "No comparison yet",
+            "compare",
+            "No comparison yet",
             "Choose a reference (ideally F16 or Q8_0) and one or more quants of the same model, "
             "then run. Perplexity and KL divergence are measured on the same text; lower KLD "
-            "means closer to the reference.")
+            "means closer to the reference.",
+        )
         self.tabs = QTabWidget()
         self.tabs.addTab(self._build_table_tab(), "Results")
         self.tabs.addTab(self._build_answers_tab(), "Answers")
@@ -299,6 +328,8 @@ class ComparePage(QWidget):
         self.table.verticalHeader().setDefaultSectionSize(32)
         self.table.setShowGrid(False)
         self.table.setWordWrap(False)
+        # narrow windows cut the model name; keep its end, where the quant type is
+        self.table.setTextElideMode(Qt.TextElideMode.ElideMiddle)
         header = self.table.horizontalHeader()
         header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
@@ -307,8 +338,9 @@ class ComparePage(QWidget):
         card.setObjectName("Card")
         lay = QVBoxLayout(card)
         lay.setContentsMargins(10, 8, 10, 6)
-        title = QLabel("Quality against size  ·  mean KL divergence vs file size (lower left is "
-                       "better)")
+        title = QLabel(
+            "Quality against size  ·  mean KL divergence vs file size (lower left is better)"
+        )
         title.setStyleSheet("font-weight: 600; color: #c9d0dc;")
         lay.addWidget(title)
         self.plot = pg.PlotWidget()
@@ -316,7 +348,7 @@ class ComparePage(QWidget):
         self.plot.setMenuEnabled(False)
         self.plot.hideButtons()
         self.plot.showGrid(x=True, y=True, alpha=0.12)
-        self.plot.setLabel("bottom", "file size", units="MB", color=MUTED)
+        self.plot.setLabel("bottom", "file size", units="MiB", color=MUTED)
         self.plot.setLabel("left", "mean KLD", color=MUTED)
         self.plot.getAxis("left").enableAutoSIPrefix(False)
         for axis in ("left", "bottom"):
@@ -335,7 +367,8 @@ class ComparePage(QWidget):
         row.addWidget(QLabel("Prompt"))
         self.prompt_combo = QComboBox()
         self.prompt_combo.setSizeAdjustPolicy(
-            QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+            QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon
+        )
         self.prompt_combo.currentIndexChanged.connect(self._show_answers)
         row.addWidget(self.prompt_combo, 1)
         v.addLayout(row)
@@ -356,8 +389,12 @@ class ComparePage(QWidget):
 
     # -- library --------------------------------------------------------------------------
     def refresh_library(self) -> None:
-        run_call(self, scan_library, self._on_library,
-                 lambda msg: log.warning("library scan failed: %s", msg))
+        run_call(
+            self,
+            scan_library,
+            self._on_library,
+            lambda msg: log.warning("library scan failed: %s", msg),
+        )
 
     def _on_library(self, entries: list[LibraryEntry]) -> None:
         self.entries = [e for e in entries if e.format == "gguf" and not e.error]
@@ -366,12 +403,14 @@ class ComparePage(QWidget):
         self.reference_combo.clear()
         for e in self.entries:
             self.reference_combo.addItem(f"{e.name}  ·  {e.file_type or '?'}", e.path)
-            self.reference_combo.setItemData(self.reference_combo.count() - 1, e.path,
-                                             Qt.ItemDataRole.ToolTipRole)
+            self.reference_combo.setItemData(
+                self.reference_combo.count() - 1, e.path, Qt.ItemDataRole.ToolTipRole
+            )
         index = self.reference_combo.findData(current) if current else -1
         if index < 0:  # prefer the highest-precision file as the reference
-            ranked = sorted(range(len(self.entries)),
-                            key=lambda i: -(self.entries[i].bits_per_weight or 0))
+            ranked = sorted(
+                range(len(self.entries)), key=lambda i: -(self.entries[i].bits_per_weight or 0)
+            )
             index = ranked[0] if ranked else -1
         self.reference_combo.setCurrentIndex(index)
         self.reference_combo.blockSignals(False)
@@ -391,8 +430,9 @@ class ComparePage(QWidget):
             item.setData(Qt.ItemDataRole.UserRole, e.path)
             item.setToolTip(e.path)
             item.setFlags(item.flags() | Qt.ItemFlag.ItemIsUserCheckable)
-            item.setCheckState(Qt.CheckState.Checked if e.path in checked
-                               else Qt.CheckState.Unchecked)
+            item.setCheckState(
+                Qt.CheckState.Checked if e.path in checked else Qt.CheckState.Unchecked
+            )
             self.candidate_list.addItem(item)
         self.candidate_list.blockSignals(False)
         self._update_controls()
@@ -406,8 +446,11 @@ class ComparePage(QWidget):
     def set_candidates(self, paths: list[str]) -> None:
         for i in range(self.candidate_list.count()):
             item = self.candidate_list.item(i)
-            item.setCheckState(Qt.CheckState.Checked if item.data(Qt.ItemDataRole.UserRole)
-                               in paths else Qt.CheckState.Unchecked)
+            item.setCheckState(
+                Qt.CheckState.Checked
+                if item.data(Qt.ItemDataRole.UserRole) in paths
+                else Qt.CheckState.Unchecked
+            )
 
     def checked_candidates(self) -> list[str]:
         out = []
@@ -437,8 +480,11 @@ class ComparePage(QWidget):
         report = self.run_dir / REPORT_FILE if self.run_dir else None
         self.export_button.setEnabled(report is not None and report.is_file() and not running)
         if not running and not ready and not self.status.text():
-            self.status.setText("Tick at least one candidate to compare with the reference."
-                                if self.entries else "Reading the library…")
+            self.status.setText(
+                "Tick at least one candidate to compare with the reference."
+                if self.entries
+                else "Reading the library…"
+            )
 
     def start(self) -> bool:
         reference = self.reference_combo.currentData()
@@ -450,10 +496,17 @@ class ComparePage(QWidget):
             self.status.setText(f"The text file does not exist: {text}")
             return False
         prompts = [p.strip() for p in self.prompts_edit.toPlainText().splitlines() if p.strip()]
-        self.state.update(reference=reference, candidates=candidates, text=text,
-                          prompts="\n".join(prompts), ctx=self.ctx_spin.value(),
-                          chunks=self.chunks_spin.value(), answers=self.answers_check.isChecked(),
-                          speed=self.speed_check.isChecked(), threads=self.threads_spin.value())
+        self.state.update(
+            reference=reference,
+            candidates=candidates,
+            text=text,
+            prompts="\n".join(prompts),
+            ctx=self.ctx_spin.value(),
+            chunks=self.chunks_spin.value(),
+            answers=self.answers_check.isChecked(),
+            speed=self.speed_check.isChecked(),
+            threads=self.threads_spin.value(),
+        )
         run_dir = runs_folder() / time.strftime("%Y%m%d-%H%M%S")
         suffix = 1
         while run_dir.exists():
@@ -465,10 +518,17 @@ class ComparePage(QWidget):
             prompts_file = run_dir / "prompts.txt"
             prompts_file.write_text("\n".join(prompts) + "\n", encoding="utf-8")
         args = compare_arguments(
-            str(reference), candidates, run_dir, text=text, prompts_file=prompts_file,
-            ctx=self.ctx_spin.value(), chunks=self.chunks_spin.value(),
-            answers=self.answers_check.isChecked(), speed=self.speed_check.isChecked(),
-            threads=self.threads_spin.value())
+            str(reference),
+            candidates,
+            run_dir,
+            text=text,
+            prompts_file=prompts_file,
+            ctx=self.ctx_spin.value(),
+            chunks=self.chunks_spin.value(),
+            answers=self.answers_check.isChecked(),
+            speed=self.speed_check.isChecked(),
+            threads=self.threads_spin.value(),
+        )
         self._phases = 1 + len(candidates)
         self._outcome = "failed"
         self.log_view.clear()
@@ -502,7 +562,8 @@ class ComparePage(QWidget):
         if stage != "answers":
             self.progress.setValue(int(1000 * (phase + fraction) / self._phases))
         what = {"reference": "Reference", "answers": "Speed and answers"}.get(
-            stage, stage.capitalize())
+            stage, stage.capitalize()
+        )
         detail = f"{done}/{total}" if total > 1 else ""
         self.status.setText(f"{what} {detail}  ·  {message}".replace("   ", " "))
         if message:
@@ -567,7 +628,8 @@ class ComparePage(QWidget):
             + (f" over {int(scored):,} scored tokens" if scored else "")
             + (f", chunks of {settings['n_ctx']}" if settings.get("n_ctx") else "")
             + ". KLD and same-top % compare each token's full distribution with the "
-              "reference's.")
+            "reference's."
+        )
         self.tabs.setCurrentIndex(0)
         self._update_controls()
 
@@ -575,35 +637,43 @@ class ComparePage(QWidget):
         ref = data["reference"]
         rows: list[list[QTableWidgetItem]] = []
         ref_row = [
-            _cell(f"{ref['name']} (ref)", f"reference: {ref.get('path', '')}",
-                  align_right=False),
+            _cell(f"{ref['name']} (ref)", f"reference: {ref.get('path', '')}", align_right=False),
             _cell(human_bytes(int(ref["size_bytes"]))),
             _cell(_fmt(ref.get("bpw"), ".2f")),
             _cell(_fmt(ref.get("ppl"), ".4f"), f"± {_fmt(ref.get('ppl_unc'), '.4f')}"),
-            _cell("1.000"), _cell("0"), _cell("100.0"),
+            _cell("1.000"),
+            _cell("0"),
+            _cell("100.0"),
             _cell(_fmt(ref.get("gen_tok_s"), ".1f")),
         ]
         rows.append(ref_row)
         for c in data["candidates"]:
             kld = float(c.get("kld_mean", math.nan))
-            kld_cell = _cell(_fmt(kld, ".5f"),
-                             f"p99 {_fmt(c.get('kld_p99'), '.4f')}, "
-                             f"median {_fmt(c.get('kld_median'), '.5f')}, "
-                             f"max {_fmt(c.get('kld_max'), '.4f')}")
+            kld_cell = _cell(
+                _fmt(kld, ".5f"),
+                f"p99 {_fmt(c.get('kld_p99'), '.4f')}, "
+                f"median {_fmt(c.get('kld_median'), '.5f')}, "
+                f"max {_fmt(c.get('kld_max'), '.4f')}",
+            )
             if math.isfinite(kld):
-                kld_cell.setForeground(QColor(GOOD if kld < KLD_GOOD else
-                                              WARN if kld < KLD_WARN else BAD))
-            rows.append([
-                _cell(c["name"], c.get("path", ""), align_right=False),
-                _cell(human_bytes(int(c["size_bytes"]))),
-                _cell(_fmt(c.get("bpw"), ".2f")),
-                _cell(_fmt(c.get("ppl"), ".4f"), f"± {_fmt(c.get('ppl_unc'), '.4f')}"),
-                _cell(_fmt(c.get("ppl_ratio"), ".3f")),
-                kld_cell,
-                _cell(_fmt(c.get("same_top_pct"), ".1f"),
-                      f"RMS Δp {_fmt(c.get('rms_dp_pct'), '.2f')} %"),
-                _cell(_fmt(c.get("gen_tok_s"), ".1f")),
-            ])
+                kld_cell.setForeground(
+                    QColor(GOOD if kld < KLD_GOOD else WARN if kld < KLD_WARN else BAD)
+                )
+            rows.append(
+                [
+                    _cell(c["name"], c.get("path", ""), align_right=False),
+                    _cell(human_bytes(int(c["size_bytes"]))),
+                    _cell(_fmt(c.get("bpw"), ".2f")),
+                    _cell(_fmt(c.get("ppl"), ".4f"), f"± {_fmt(c.get('ppl_unc'), '.4f')}"),
+                    _cell(_fmt(c.get("ppl_ratio"), ".3f")),
+                    kld_cell,
+                    _cell(
+                        _fmt(c.get("same_top_pct"), ".1f"),
+                        f"RMS Δp {_fmt(c.get('rms_dp_pct'), '.2f')} %",
+                    ),
+                    _cell(_fmt(c.get("gen_tok_s"), ".1f")),
+                ]
+            )
         self.table.setRowCount(len(rows))
         for r, cells in enumerate(rows):
             for col, cell in enumerate(cells):
@@ -622,23 +692,41 @@ class ComparePage(QWidget):
         for i, c in enumerate(data["candidates"]):
             kld = float(c.get("kld_mean", math.nan))
             if math.isfinite(kld):
-                points.append((int(c["size_bytes"]) / 1e6, kld, names[i + 1],
-                               SERIES[i % len(SERIES)]))
-        ref_x = int(ref["size_bytes"]) / 1e6
+                points.append(
+                    (int(c["size_bytes"]) / 2**20, kld, names[i + 1], SERIES[i % len(SERIES)])
+                )
+        ref_x = int(ref["size_bytes"]) / 2**20
         all_x = [p[0] for p in points] + [ref_x]
         lo, hi = min(all_x), max(all_x)
         span = hi - lo or hi * 0.2 or 1.0
         mid = (lo + hi) / 2
         for x, y, label, colour in points:
-            plot.plot([x], [y], pen=None, symbol="o", symbolSize=11, symbolBrush=colour,
-                      symbolPen=None, name=label)
+            plot.plot(
+                [x],
+                [y],
+                pen=None,
+                symbol="o",
+                symbolSize=11,
+                symbolBrush=colour,
+                symbolPen=None,
+                name=label,
+            )
             text = pg.TextItem(label, color=TEXT, anchor=(0, 1.1) if x <= mid else (1, 1.1))
             text.setPos(x, y)
             plot.addItem(text)
-        plot.plot([ref_x], [0.0], pen=None, symbol="d", symbolSize=12, symbolBrush=MUTED,
-                  symbolPen=None, name=f"{names[0]} (reference)")
-        ref_label = pg.TextItem(f"{names[0]} (reference)", color=MUTED,
-                                anchor=(0, 1.1) if ref_x <= mid else (1, 1.1))
+        plot.plot(
+            [ref_x],
+            [0.0],
+            pen=None,
+            symbol="d",
+            symbolSize=12,
+            symbolBrush=MUTED,
+            symbolPen=None,
+            name=f"{names[0]} (reference)",
+        )
+        ref_label = pg.TextItem(
+            f"{names[0]} (reference)", color=MUTED, anchor=(0, 1.1) if ref_x <= mid else (1, 1.1)
+        )
         ref_label.setPos(ref_x, 0.0)
         plot.addItem(ref_label)
         plot.setXRange(lo - 0.15 * span, hi + 0.15 * span, padding=0)
@@ -663,8 +751,10 @@ class ComparePage(QWidget):
             column.deleteLater()
         self._answer_columns = []
         self.answer_views = []
-        names = [f"{data['reference']['name']} (reference)",
-                 *[c["name"] for c in data["candidates"]]]
+        names = [
+            f"{data['reference']['name']} (reference)",
+            *[c["name"] for c in data["candidates"]],
+        ]
         for name in names if answers else []:
             column = QFrame()
             column.setObjectName("Card")

@@ -14,10 +14,10 @@ from typing import Any
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, QTimer
+from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import (
     QFrame,
     QGridLayout,
-    QHBoxLayout,
     QLabel,
     QStackedWidget,
     QVBoxLayout,
@@ -120,8 +120,8 @@ class DashboardPage(QWidget):
         v = QVBoxLayout(live)
         v.setContentsMargins(0, 0, 0, 0)
         v.setSpacing(12)
-        tiles = QHBoxLayout()
-        tiles.setSpacing(10)
+        self.tile_grid = QGridLayout()
+        self.tile_grid.setSpacing(10)
         self.tiles = {
             key: StatTile(label) for key, label in (
                 ("gen", "generation tok/s"), ("prompt", "prompt tok/s"),
@@ -130,9 +130,9 @@ class DashboardPage(QWidget):
                 ("done", "requests completed"),
             )
         }
-        for tile in self.tiles.values():
-            tiles.addWidget(tile)
-        v.addLayout(tiles)
+        self.tile_columns = 0
+        self._arrange_tiles(len(self.tiles))
+        v.addLayout(self.tile_grid)
         grid = QGridLayout()
         grid.setSpacing(10)
         for i, chart in enumerate(CHARTS):
@@ -277,6 +277,26 @@ class DashboardPage(QWidget):
         self.tiles["prefix"].caption.setText(
             f"prefix hits · {num('prefix_cache', 'tokens_saved'):.0f} tok saved")
         self.tiles["done"].set_value(f"{num('requests', 'completed'):.0f}")
+
+    # One row of tiles needs about this much width; narrower pages get two rows, so a
+    # value such as "1234 / 5678 ms" is never cut (at 1280x720 seven tiles had ~110 px).
+    ONE_ROW_MIN_WIDTH = 1500
+
+    def _arrange_tiles(self, columns: int) -> None:
+        if columns == self.tile_columns:
+            return
+        self.tile_columns = columns
+        for tile in self.tiles.values():
+            self.tile_grid.removeWidget(tile)
+        for i, tile in enumerate(self.tiles.values()):
+            self.tile_grid.addWidget(tile, i // columns, i % columns)
+        for column in range(len(self.tiles)):
+            self.tile_grid.setColumnStretch(column, 1 if column < columns else 0)
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        wide = self.width() >= self.ONE_ROW_MIN_WIDTH
+        self._arrange_tiles(len(self.tiles) if wide else (len(self.tiles) + 1) // 2)
 
     def _on_state(self, state: str) -> None:
         if state == ServerState.RUNNING.value:

@@ -34,7 +34,13 @@ from PySide6.QtWidgets import (
 from app.app_settings import AppSettings
 from app.theme import BAD, GOOD, human_bytes
 from app.widgets.checkbox_style import use_visible_checkboxes
-from app.widgets.common import ElidedLabel, EmptyState, page_header, set_button_role
+from app.widgets.common import (
+    ElidedLabel,
+    EmptyState,
+    page_header,
+    scroll_column,
+    set_button_role,
+)
 from app.workers.cli_job import CliJob
 from app.workers.hub_call import run_call, wait_for_calls
 from app.workers.library_events import library_events, scan_library
@@ -165,7 +171,7 @@ class QuantizePage(QWidget):
                         "becomes its own file in your library; compare them on the Compare page."))
         row = QHBoxLayout()
         row.setSpacing(16)
-        row.addWidget(self._build_controls(), 0)
+        row.addWidget(scroll_column(self._build_controls(), 420, self._build_start()), 0)
         row.addWidget(self._build_jobs(), 1)
         outer.addLayout(row, 1)
         library_events().library_changed.connect(self.refresh_library)
@@ -175,7 +181,6 @@ class QuantizePage(QWidget):
     # -- building -------------------------------------------------------------------------
     def _build_controls(self) -> QWidget:
         box = QWidget()
-        box.setFixedWidth(420)
         v = QVBoxLayout(box)
         v.setContentsMargins(0, 0, 0, 0)
 
@@ -262,7 +267,14 @@ class QuantizePage(QWidget):
         form.addRow("Threads", self.threads_spin)
         use_visible_checkboxes(opts)
         v.addWidget(opts)
+        v.addStretch(1)
+        return box
 
+    def _build_start(self) -> QWidget:
+        """The Start button and what stops it, pinned below the scrolling form."""
+        box = QWidget()
+        v = QVBoxLayout(box)
+        v.setContentsMargins(0, 0, 0, 0)
         self.start_button = set_button_role(QPushButton("Start quantising"), "primary")
         self.start_button.clicked.connect(self.start)
         self.form_note = QLabel()
@@ -270,7 +282,6 @@ class QuantizePage(QWidget):
         self.form_note.setWordWrap(True)
         v.addWidget(self.start_button)
         v.addWidget(self.form_note)
-        v.addStretch(1)
         return box
 
     def _build_jobs(self) -> QWidget:

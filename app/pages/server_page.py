@@ -29,8 +29,8 @@ from app.app_context import AppContext
 from app.app_settings import AppSettings, ServerKnobs
 from app.fit_adapter import FitView, estimate
 from app.model_choices import describe, library_paths, model_choices, model_facts
-from app.server_command import base_url
-from app.server_errors import ServerProcessError
+from app.server_command import base_url, find_free_port
+from app.server_errors import ServerProcessError, failure_title
 from app.server_process import ServerState
 from app.snippets import SNIPPETS
 from app.widgets.common import Banner, StatusLight, page_header, set_button_role
@@ -51,7 +51,6 @@ def _spin(lo: int, hi: int, value: int, step: int = 1, special: str | None = Non
     box.setAccelerated(True)
     if special:
         box.setSpecialValueText(special)
-    box.setMinimumWidth(110)
     return box
 
 
@@ -73,6 +72,7 @@ class ServerPage(QWidget):
         self.server = context.server
         self._loading = True
         self._library: list[Path] = []
+        self._port_note: str | None = None
         self._scan: _LibraryScan | None = None
         self.library_scans = 0
         self._fit_timer = QTimer(self)
@@ -121,6 +121,7 @@ class ServerPage(QWidget):
         self.server.server_started.connect(self._on_started)
         self.server.server_crashed.connect(self._on_crashed)
         self.server.log_line.connect(self.log_view.appendPlainText)
+        context.port_moved.connect(self._on_port_moved)
         self._on_state(self.server.state.value)
         self.refresh_fit()
         try:  # the Models page announces downloads and deletions here
@@ -235,6 +236,7 @@ class ServerPage(QWidget):
         self.light = StatusLight()
         self.state_label = QLabel("Stopped")
         self.state_label.setStyleSheet("font-size: 15px; font-weight: 600;")
+        self.state_label.setWordWrap(True)
         row.addWidget(self.light)
         row.addWidget(self.state_label, 1)
         self.start_button = set_button_role(QPushButton("Start"), "primary")
@@ -437,13 +439,38 @@ class ServerPage(QWidget):
         self.settings.server = knobs
         self.server.restart(knobs)
 
+    def use_free_port(self) -> int:
+        """Switch to a port nothing listens on, keep it in the settings, and start."""
+        knobs = self.knobs()
+        port = find_free_port(knobs.host)
+        self.port_spin.setValue(port)  # the settings follow the widgets
+        self.start_server()
+        return port
+
     def _on_banner_action(self) -> None:
-        self.restart_server() if self.server.knobs else self.start_server()
+        error = self.server.last_error
+        if error is not None and error.kind == "port_in_use" and not self.server.is_active():
+            self.use_free_port()
+        elif self.server.knobs:
+            self.restart_server()
+        else:
+            self.start_server()
+
+    def _on_port_moved(self, busy: int, port: int) -> None:
+        """The first run found the default port taken and took a free one instead."""
+        self._loading = True
+        self.port_spin.setValue(port)
+        self._loading = False
+        self._update_endpoint()
+        self._port_note = (
+            f"Port {busy} is in use by another program, so QuantDesk serves on port {port} "
+            "instead and will keep using it. You can change it under Network.")
+        self.banner.show_message(self._port_note, "info")
 
     def _on_state(self, state: str) -> None:
         self.light.set_state(state)
         labels = {"running": "Running", "starting": "Starting…", "stopping": "Stopping…",
-                  "crashed": "Stopped unexpectedly", "stopped": "Stopped"}
+                  "crashed": failure_title(self.server.last_error), "stopped": "Stopped"}
         self.state_label.setText(labels.get(state, state))
         active = state in (ServerState.STARTING.value, ServerState.RUNNING.value,
                            ServerState.STOPPING.value)
@@ -459,6 +486,9 @@ class ServerPage(QWidget):
 
     def _on_started(self, url: str) -> None:
         self.banner.hide()
+        if self._port_note:  # the first run's port change stays said once it serves
+            self.banner.show_message(self._port_note, "info")
+            self._port_note = None
         k = self.server.knobs
         if k is not None:
             name = DEFAULT_MODEL_ID if k.model == "default" else Path(k.model).stem
@@ -468,12 +498,21 @@ class ServerPage(QWidget):
 
     def _on_crashed(self, message: str) -> None:
         error = self.server.last_error
+        if error is not None and error.kind == "port_in_use":
+            self.banner.show_message(message, "error", "Use a free port")
+            self.detail_label.setText("Nothing was started: another program holds the port.")
+            return
         if error is not None and error.kind == "oom":
             view = self.refresh_fit()
             message = f"{message}\nEstimate for these settings: {self.fit_bar.summary.text()}"
             log.info("OOM on load; fit verdict was %s", view.verdict)
         self.banner.show_message(message, "error", "Restart")
-        self.detail_label.setText("The server stopped. Your chats are kept; restart when ready.")
+        if error is not None and error.while_starting:
+            self.detail_label.setText("The server did not start. Change the settings or the "
+                                      "model, then restart.")
+        else:
+            self.detail_label.setText("The server stopped. Your chats are kept; restart when "
+                                      "ready.")
 
     def _update_endpoint(self) -> None:
         k = self.server.knobs if self.server.state is ServerState.RUNNING else None

@@ -11,6 +11,7 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QPushButton,
+    QScrollArea,
     QSizePolicy,
     QVBoxLayout,
     QWidget,
@@ -38,6 +39,38 @@ def set_button_role(button: QPushButton, role: str) -> QPushButton:
     """Mark a button 'primary', 'danger' or 'flat' for the stylesheet."""
     button.setProperty(role, True)
     return button
+
+
+SCROLLBAR_ROOM = 12
+"""Width a vertical scroll bar takes (10 px in the theme) plus a little air."""
+
+
+def scroll_column(content: QWidget, width: int, footer: QWidget | None = None) -> QWidget:
+    """``content`` in a vertical scroll area ``width`` px wide (plus room for the bar).
+
+    A form column taller than the window scrolls instead of being squeezed, which
+    would make its rows overlap (what happened at 1280x720 before). ``footer`` (the
+    column's Start button and progress, say) stays pinned below the scroll area, so
+    it is on screen whatever the window's height.
+    """
+    area = QScrollArea()
+    area.setObjectName("ScrollColumn")
+    area.setWidgetResizable(True)
+    area.setFrameShape(QFrame.Shape.NoFrame)
+    area.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+    area.setWidget(content)
+    if footer is None:
+        area.setFixedWidth(width + SCROLLBAR_ROOM)
+        return area
+    column = QWidget()
+    column.setFixedWidth(width + SCROLLBAR_ROOM)
+    v = QVBoxLayout(column)
+    v.setContentsMargins(0, 0, 0, 0)
+    v.setSpacing(8)
+    v.addWidget(area, 1)
+    footer.setContentsMargins(0, 0, SCROLLBAR_ROOM, 0)
+    v.addWidget(footer)
+    return column
 
 
 class ElidedLabel(QLabel):

@@ -1,6 +1,10 @@
-"""Screenshots of the Models, Quantise and Compare pages with real content, at 1440x900.
+"""Screenshots of the Models, Quantise and Compare pages with real content.
 
     QT_QPA_PLATFORM=offscreen python -m tests.app.page_screenshots [--out docs/screenshots]
+    QT_QPA_PLATFORM=offscreen python -m tests.app.page_screenshots --size 1280x720 \
+        --out docs/screenshots/1280x720
+
+The window is 1440x900 unless ``--size`` says otherwise.
 
 Everything is real and offline: the Quantise page re-quantises the embedded SmolLM2
 (Q8_0, Q6_K, Q4_K_M), the Compare page compares those on a short text, and the
@@ -18,6 +22,8 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+from app.screenshots import parse_size
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +71,7 @@ def _start_hub(smollm2: Path) -> object:
     return hub
 
 
-def take(out: Path) -> list[Path]:
+def take(out: Path, size: tuple[int, int] = (1440, 900)) -> list[Path]:
     os.environ.setdefault("QUANTDESK_HOME", tempfile.mkdtemp(prefix="quantdesk-shots-"))
     from app.app_settings import AppSettings
     from app.main import create_app
@@ -75,6 +81,7 @@ def take(out: Path) -> list[Path]:
     from app.pages.quantize_page import QuantizePage
     from backend.default_model import default_model_path
     from backend.hub.library import ModelLibrary
+    from tests.app.layout_check import layout_problems
 
     smollm2 = default_model_path()
     hub = _start_hub(smollm2)
@@ -82,7 +89,7 @@ def take(out: Path) -> list[Path]:
     settings = AppSettings(autostart_server=False)
     window = MainWindow(settings)
     window.confirm_close = False
-    window.resize(1440, 900)
+    window.resize(*size)
     window.show()
     out.mkdir(parents=True, exist_ok=True)
     shots: list[Path] = []
@@ -90,6 +97,8 @@ def take(out: Path) -> list[Path]:
     def grab(key: str, name: str) -> None:
         window.show_page(key)
         _wait(lambda: False, 0.5)
+        for problem in layout_problems(window):
+            log.warning("%s: %s", name, problem)
         path = out / f"{name}.png"
         window.grab().save(str(path))
         shots.append(path)
@@ -157,9 +166,11 @@ def take(out: Path) -> list[Path]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--out", type=Path, default=Path("docs/screenshots"))
+    parser.add_argument("--size", type=parse_size, default=(1440, 900),
+                        help="window size in logical pixels, e.g. 1280x720")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    take(args.out)
+    take(args.out, args.size)
     return 0
 
 
