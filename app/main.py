@@ -10,6 +10,7 @@ from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QApplication
 
 from app.app_settings import AppSettings
+from app.display_check import display_problem
 from app.first_run_tour import maybe_show_tour
 from app.main_window import MainWindow
 from app.theme import apply_theme
@@ -27,7 +28,16 @@ def create_app(argv: list[str] | None = None) -> QApplication:
 
 
 def main() -> int:
-    """Open the main window and run the event loop; returns the exit code."""
+    """Open the main window and run the event loop; returns the exit code.
+
+    Qt aborts the whole process when its platform plugin cannot load, with a message
+    that names no fix, so the display is checked first and a problem is one line on
+    stderr and exit code 1.
+    """
+    problem = display_problem()
+    if problem is not None:
+        sys.stderr.write(problem + "\n")
+        return 1
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per stats poll otherwise
     app = create_app()
     window = MainWindow(AppSettings.load())
