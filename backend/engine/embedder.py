@@ -16,6 +16,7 @@ from __future__ import annotations
 import ctypes
 import logging
 import threading
+from collections.abc import Callable
 
 import llama_cpp
 import numpy as np
@@ -37,6 +38,10 @@ class EmbeddingUnsupportedError(InvalidRequestError):
 
 class EmbeddingInputTooLongError(InvalidRequestError):
     """One input has more tokens than the embedding context holds."""
+
+
+class EmbeddingCancelledError(EngineError):
+    """The caller asked to stop (its client went away) before all inputs were embedded."""
 
 
 def choose_pooling(runtime: ModelRuntime) -> int:
@@ -148,14 +153,25 @@ class Embedder:
                     param="input",
                 )
 
-    def embed(self, inputs: list[list[int]]) -> np.ndarray:
-        """One L2-normalised float32 row per input, shape ``(len(inputs), n_embd)``."""
+    def embed(
+        self, inputs: list[list[int]], should_stop: Callable[[], bool] | None = None
+    ) -> np.ndarray:
+        """One L2-normalised float32 row per input, shape ``(len(inputs), n_embd)``.
+
+        ``should_stop`` is asked before each decode (up to MAX_SEQS_PER_DECODE inputs):
+        when it answers True, :class:`EmbeddingCancelledError` is raised and the context
+        is free for the next caller.
+        """
         self.check_lengths(inputs)
         out = np.empty((len(inputs), self.n_embd), dtype=np.float32)
         with self._lock:
             ctx = self._ensure_context()
             start = 0
             while start < len(inputs):
+                if should_stop is not None and should_stop():
+                    raise EmbeddingCancelledError(
+                        f"embedding stopped after {start} of {len(inputs)} inputs"
+                    )
                 end, used = start, 0
                 while (
                     end < len(inputs)

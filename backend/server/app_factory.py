@@ -17,6 +17,7 @@ from prometheus_client import CollectorRegistry
 
 from backend.engine.engine import Engine
 from backend.server.arrival_tracking import ArrivalTracking
+from backend.server.body_limit import BodySizeLimit
 from backend.server.errors import install_error_handlers
 from backend.server.host_check import HostCheck, is_loopback
 from backend.server.metrics_collector import EngineCollector
@@ -87,6 +88,7 @@ def create_app(
             allow_headers=["*"],  # the OpenAI SDKs add their own x-stainless-* headers
         )
     app.add_middleware(ArrivalTracking)
+    app.add_middleware(BodySizeLimit, max_bytes=server_settings.max_body_bytes)
     if is_loopback(server_settings.host):  # against DNS rebinding (host_check.py)
         app.add_middleware(HostCheck, allowed_hosts=server_settings.allowed_hosts)
     install_error_handlers(app)

@@ -7,8 +7,9 @@ import dataclasses
 import json
 import time
 import uuid
-from collections.abc import AsyncIterator
-from typing import Any
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
+from typing import Any, ParamSpec, TypeVar
 
 from fastapi import Request
 
@@ -30,6 +31,52 @@ DEFAULT_TEMPERATURE = 0.8
 DEFAULT_TOP_K = 40
 DEFAULT_TOP_P = 0.95
 DEFAULT_MIN_P = 0.05
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+async def off_loop(func: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+    """Run blocking request preparation (templating, tokenising, grammar building) in a
+    worker thread, so that /health and running streams stay live while one big request is
+    prepared. The context travels along (arrival tracking lives in a context variable)."""
+    return await asyncio.to_thread(func, *args, **kwargs)
+
+
+async def wait_disconnected(request: Request) -> None:
+    """Return once the client has closed its connection.
+
+    For a request whose body has been read, ``receive`` answers only ``http.disconnect``
+    (the client left, or the response is complete), so this waits without polling.
+    """
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
+@asynccontextmanager
+async def on_disconnect(request: Request, callback: Callable[[], None]) -> AsyncIterator[None]:
+    """Call ``callback`` if the client disconnects while the block runs.
+
+    Streamed (SSE) responses watch their connection on their own; a non-streamed request
+    only learns that nobody waits for it from this.
+    """
+
+    async def watch() -> None:
+        await wait_disconnected(request)
+        callback()
+
+    task = asyncio.create_task(watch())
+    try:
+        yield
+    finally:
+        task.cancel()
+
+
+class ClientDisconnectedError(ApiError):
+    """The client went away before its answer was ready; nobody reads this error."""
+
+    def __init__(self) -> None:
+        super().__init__(499, "the client closed the connection", code="client_disconnected")
 
 
 def ready_engine(request: Request) -> Engine:
@@ -56,6 +103,18 @@ def check_model(engine: Engine, model: str | None) -> None:
             param="model",
             code="model_not_found",
             type_="not_found_error",
+        )
+
+
+def check_choices(n: int, request: Request, param: str = "n") -> None:
+    """400 when a request asks for more sequences than ``--max-choices`` allows."""
+    limit: int = request.app.state.server_settings.max_choices
+    if n > limit:
+        raise ApiError(
+            400,
+            f"{param}={n}: at most {limit} choices per request on this server "
+            "(each one is a sequence of its own; see --max-choices)",
+            param=param,
         )
 
 
@@ -97,15 +156,36 @@ class ChoiceStreams:
 
     Identical prompts share their KV: the scheduler prefills the prompt once and the
     other sequences copy it. Sequences still running when iteration stops are
-    cancelled (a client that goes away frees its sequences within one step).
+    cancelled (a client that goes away frees its sequences within one step). With a
+    ``request`` to watch, iteration also stops, with :class:`ClientDisconnectedError`,
+    when that client disconnects: non-streamed requests stop generating for nobody.
     """
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, request: Request | None = None) -> None:
         self._engine = engine
+        self._request = request
         self._loop = asyncio.get_running_loop()
-        self._queue: asyncio.Queue[tuple[int, EngineEvent]] = asyncio.Queue()
+        # (index, event); index -1 with no event: the watched client disconnected
+        self._queue: asyncio.Queue[tuple[int, EngineEvent | None]] = asyncio.Queue()
         self._requests: list[int] = []
         self._open: set[int] = set()
+
+    async def start(
+        self, tokens: list[int], max_tokens: int, samplings: list[SamplingParams], stop: list[str]
+    ) -> None:
+        """:meth:`submit` from a worker thread (a grammar sampler can take a while to build).
+        Sequences submitted after the caller was cancelled are cancelled at once."""
+        job = asyncio.ensure_future(off_loop(self.submit, tokens, max_tokens, samplings, stop))
+        try:
+            await asyncio.shield(job)
+        except asyncio.CancelledError:
+
+            def abandoned(job: asyncio.Future[None]) -> None:
+                if not job.cancelled() and job.exception() is None:
+                    self.cancel()
+
+            job.add_done_callback(abandoned)
+            raise
 
     def submit(
         self, tokens: list[int], max_tokens: int, samplings: list[SamplingParams], stop: list[str]
@@ -134,12 +214,21 @@ class ChoiceStreams:
         return sink
 
     async def __aiter__(self) -> AsyncIterator[tuple[int, EngineEvent]]:
+        def gone() -> None:
+            self._queue.put_nowait((-1, None))
+
+        watch: AbstractAsyncContextManager[None] = (
+            on_disconnect(self._request, gone) if self._request else nullcontext()
+        )
         try:
-            while self._open:
-                index, event = await self._queue.get()
-                if isinstance(event, FinishEvent | ErrorEvent):
-                    self._open.discard(index)
-                yield index, event
+            async with watch:
+                while self._open:
+                    index, event = await self._queue.get()
+                    if event is None:
+                        raise ClientDisconnectedError
+                    if isinstance(event, FinishEvent | ErrorEvent):
+                        self._open.discard(index)
+                    yield index, event
         finally:
             if self._open:
                 self.cancel()
@@ -187,11 +276,17 @@ def now() -> int:
 
 
 async def collect(
-    engine: Engine, tokens: list[int], max_tokens: int, sampling: SamplingParams, stop: list[str]
+    engine: Engine,
+    tokens: list[int],
+    max_tokens: int,
+    sampling: SamplingParams,
+    stop: list[str],
+    request: Request | None = None,
 ) -> tuple[str, FinishEvent]:
-    """Run one sequence to the end and return its text and finish event."""
-    streams = ChoiceStreams(engine)
-    streams.submit(tokens, max_tokens, [sampling], stop)
+    """Run one sequence to the end and return its text and finish event; cancelled if
+    ``request``'s client disconnects first."""
+    streams = ChoiceStreams(engine, request)
+    await streams.start(tokens, max_tokens, [sampling], stop)
     parts: list[str] = []
     async for _, event in streams:
         if isinstance(event, TokenEvent):

@@ -11,6 +11,12 @@ from pydantic_core import PydanticCustomError
 # Fields with a default that some clients send as an explicit ``null`` (OpenAI accepts it).
 _NULL_MEANS_DEFAULT = frozenset({"stream", "n", "ignore_eos", "include_usage", "logprobs", "echo"})
 
+# Bounds on what one request may carry (issue 14: each list's cost grows with its length).
+# n and best_of have a lower, configurable bound too (--max-choices).
+MAX_MESSAGES = 4096
+MAX_STOP_STRINGS = 16  # OpenAI allows 4; every stop string is checked after every token
+MAX_CHOICES = 128  # OpenAI's bound on n
+
 
 class _Lenient(BaseModel):
     model_config = ConfigDict(extra="allow")
@@ -104,7 +110,7 @@ class SamplingFields(_Lenient):
     stop: str | list[str] | None = None
     stream: bool = False
     stream_options: StreamOptions | None = None
-    n: int = Field(1, ge=1, le=16)
+    n: int = Field(1, ge=1, le=MAX_CHOICES)
     ignore_eos: bool = False
     grammar: str | None = None
     user: str | None = None
@@ -121,6 +127,17 @@ class SamplingFields(_Lenient):
             )
         return data
 
+    @field_validator("stop")
+    @classmethod
+    def _few_stop_strings(cls, value: str | list[str] | None) -> str | list[str] | None:
+        if isinstance(value, list) and len(value) > MAX_STOP_STRINGS:
+            raise PydanticCustomError(
+                "too_many_stop_strings",
+                "at most {limit} stop strings, not {count}",
+                {"limit": MAX_STOP_STRINGS, "count": len(value)},
+            )
+        return value
+
     def stop_list(self) -> list[str]:
         if self.stop is None:
             return []
@@ -128,7 +145,7 @@ class SamplingFields(_Lenient):
 
 
 class ChatCompletionRequest(SamplingFields):
-    messages: list[ChatMessage] = Field(min_length=1)
+    messages: list[ChatMessage] = Field(min_length=1, max_length=MAX_MESSAGES)
     max_completion_tokens: int | None = Field(None, ge=1)
     response_format: dict[str, Any] | None = None
     tools: list[dict[str, Any]] | None = None
@@ -160,4 +177,4 @@ class CompletionRequest(SamplingFields):
     echo: bool = False
     suffix: str | None = None
     logprobs: int | None = Field(None, ge=0, le=20)
-    best_of: int | None = Field(None, ge=1, le=16)
+    best_of: int | None = Field(None, ge=1, le=MAX_CHOICES)

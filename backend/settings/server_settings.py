@@ -52,6 +52,27 @@ class ServerSettings(BaseSettings):
         description="Upper bound on max_tokens of any request",
         json_schema_extra={"flags": ["--max-tokens-limit"]},
     )
+    max_body_bytes: int = Field(
+        8 * 1024 * 1024,
+        ge=1024,
+        le=1024 * 1024 * 1024,
+        description="Largest request body in bytes; a bigger one gets a 413",
+        json_schema_extra={"flags": ["--max-body-bytes"]},
+    )
+    max_choices: int = Field(
+        8,
+        ge=1,
+        le=128,
+        description="Upper bound on n and best_of: each choice is a sequence of its own",
+        json_schema_extra={"flags": ["--max-choices"]},
+    )
+    max_embedding_inputs: int = Field(
+        256,
+        ge=1,
+        le=2048,
+        description="Most inputs one /v1/embeddings request may carry",
+        json_schema_extra={"flags": ["--max-embedding-inputs"]},
+    )
     port_file: str | None = Field(
         None,
         description="Write the bound port to this file once listening (for supervisors)",

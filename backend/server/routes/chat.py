@@ -21,12 +21,14 @@ from backend.server.auth import require_api_key
 from backend.server.errors import ApiError
 from backend.server.generation import (
     ChoiceStreams,
+    check_choices,
     check_model,
     combined_usage,
     engine_error,
     finish_reason,
     new_id,
     now,
+    off_loop,
     ready_engine,
     sampling_params,
     seeded_samplings,
@@ -115,9 +117,12 @@ def _prepare(body: ChatCompletionRequest, engine: Engine, limit: int) -> _Prepar
 async def chat_completions(body: ChatCompletionRequest, request: Request) -> Any:
     engine = ready_engine(request)
     check_model(engine, body.model)
-    prep = _prepare(body, engine, request.app.state.server_settings.max_tokens_limit)
-    streams = ChoiceStreams(engine)
-    streams.submit(prep.tokens, prep.max_tokens, prep.samplings, prep.stop)
+    check_choices(body.n, request)
+    limit = request.app.state.server_settings.max_tokens_limit
+    prep = await off_loop(_prepare, body, engine, limit)
+    # a streamed response notices a disconnect itself; a non-streamed one is watched
+    streams = ChoiceStreams(engine, None if body.stream else request)
+    await streams.start(prep.tokens, prep.max_tokens, prep.samplings, prep.stop)
     cid = new_id("chatcmpl")
     created = now()
     if body.stream:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -9,17 +10,25 @@ from fastapi import APIRouter, Depends, Request
 from sse_starlette.sse import EventSourceResponse
 
 from backend.engine.engine import Engine
-from backend.engine.request_types import ErrorEvent, FinishEvent, TokenEvent, TokenLogprob
+from backend.engine.request_types import (
+    ErrorEvent,
+    FinishEvent,
+    SamplingParams,
+    TokenEvent,
+    TokenLogprob,
+)
 from backend.server.auth import require_api_key
 from backend.server.errors import ApiError
 from backend.server.generation import (
     ChoiceStreams,
+    check_choices,
     check_model,
     combined_usage,
     engine_error,
     finish_reason,
     new_id,
     now,
+    off_loop,
     ready_engine,
     sampling_params,
     seeded_samplings,
@@ -62,6 +71,26 @@ def _tokens(body: CompletionRequest, engine: Engine) -> tuple[list[int], str]:
     return engine.tokenize(text, add_special=True, parse_special=True), text
 
 
+@dataclasses.dataclass
+class _Prepared:
+    tokens: list[int]
+    prompt_text: str
+    max_tokens: int
+    samplings: list[SamplingParams]
+
+
+def _prepare(body: CompletionRequest, engine: Engine, limit: int, best_of: int) -> _Prepared:
+    """Tokenise and set up sampling: blocking work, run off the event loop."""
+    tokens, prompt_text = _tokens(body, engine)
+    max_tokens = engine.resolve_max_tokens(
+        len(tokens), min(body.max_tokens, limit) if body.max_tokens else 16, limit
+    )
+    sampling = sampling_params(body, engine)
+    if body.logprobs is not None or best_of > body.n:
+        sampling.logprobs = body.logprobs or 0
+    return _Prepared(tokens, prompt_text, max_tokens, seeded_samplings(sampling, best_of))
+
+
 def legacy_logprobs(entries: list[TokenLogprob], offset: int) -> dict[str, Any]:
     offsets, pos = [], offset
     for lp in entries:
@@ -89,18 +118,15 @@ async def completions(body: CompletionRequest, request: Request) -> Any:
         raise ApiError(
             400, "echo with logprobs (prompt logprobs) is not supported", param="logprobs"
         )
-    tokens, prompt_text = _tokens(body, engine)
+    check_choices(body.n, request)
+    check_choices(best_of, request, "best_of")
     limit = request.app.state.server_settings.max_tokens_limit
-    max_tokens = engine.resolve_max_tokens(
-        len(tokens), min(body.max_tokens, limit) if body.max_tokens else 16, limit
-    )
-    sampling = sampling_params(body, engine)
-    if body.logprobs is not None or best_of > body.n:
-        sampling.logprobs = body.logprobs or 0
-    streams = ChoiceStreams(engine)
-    streams.submit(tokens, max_tokens, seeded_samplings(sampling, best_of), body.stop_list())
+    prep = await off_loop(_prepare, body, engine, limit, best_of)
+    # a streamed response notices a disconnect itself; a non-streamed one is watched
+    streams = ChoiceStreams(engine, None if body.stream else request)
+    await streams.start(prep.tokens, prep.max_tokens, prep.samplings, body.stop_list())
     cid = new_id("cmpl")
-    echo = prompt_text if body.echo else ""
+    echo = prep.prompt_text if body.echo else ""
     header = {"id": cid, "object": "text_completion", "created": now(), "model": engine.model_id}
     if body.stream:
         include_usage = bool(body.stream_options and body.stream_options.include_usage)

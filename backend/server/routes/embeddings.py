@@ -3,24 +3,34 @@
 from __future__ import annotations
 
 import base64
+import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any, Literal
 
 from fastapi import APIRouter, Depends, FastAPI, Request
+from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
-from backend.engine.embedder import Embedder, EmbeddingInputTooLongError, EmbeddingUnsupportedError
+from backend.engine.embedder import (
+    Embedder,
+    EmbeddingCancelledError,
+    EmbeddingInputTooLongError,
+    EmbeddingUnsupportedError,
+)
 from backend.engine.engine import Engine
 from backend.engine.errors import InvalidRequestError
 from backend.server.auth import require_api_key
 from backend.server.errors import ApiError
-from backend.server.generation import check_model, ready_engine
+from backend.server.generation import (
+    ClientDisconnectedError,
+    check_model,
+    off_loop,
+    on_disconnect,
+    ready_engine,
+)
 from backend.server.routes.tokenize import ensure_utf8
-
-# OpenAI's limit on inputs per request.
-MAX_INPUTS = 2048
 
 
 @asynccontextmanager
@@ -63,7 +73,7 @@ def get_embedder(request: Request, engine: Engine) -> Embedder:
     return embedder
 
 
-def _token_lists(body: EmbeddingRequest, engine: Engine) -> list[list[int]]:
+def _token_lists(body: EmbeddingRequest, engine: Engine, max_inputs: int) -> list[list[int]]:
     raw = body.input
     items: list[str | list[int]]
     if isinstance(raw, str):
@@ -76,9 +86,12 @@ def _token_lists(body: EmbeddingRequest, engine: Engine) -> list[list[int]]:
         ]
     if not items:
         raise ApiError(400, "input must not be empty", param="input")
-    if len(items) > MAX_INPUTS:
+    if len(items) > max_inputs:
         raise ApiError(
-            400, f"input has {len(items)} items; at most {MAX_INPUTS} per request", param="input"
+            400,
+            f"input has {len(items)} items; at most {max_inputs} per request on this server "
+            "(--max-embedding-inputs)",
+            param="input",
         )
     vocab = engine.runtime.n_vocab
     lists: list[list[int]] = []
@@ -100,8 +113,8 @@ def _token_lists(body: EmbeddingRequest, engine: Engine) -> list[list[int]]:
     return lists
 
 
-@router.post("/v1/embeddings")
-async def create_embeddings(body: EmbeddingRequest, request: Request) -> dict[str, Any]:
+@router.post("/v1/embeddings", response_model=dict[str, Any])
+async def create_embeddings(body: EmbeddingRequest, request: Request) -> JSONResponse:
     engine = ready_engine(request)
     check_model(engine, body.model)
     embedder = get_embedder(request, engine)
@@ -112,28 +125,41 @@ async def create_embeddings(body: EmbeddingRequest, request: Request) -> dict[st
             f"{embedder.n_embd} dimensions",
             param="dimensions",
         )
-    lists = _token_lists(body, engine)
+    max_inputs: int = request.app.state.server_settings.max_embedding_inputs
+    lists = await off_loop(_token_lists, body, engine, max_inputs)
+    gone = threading.Event()  # the client left: stop between decodes, free the context
     try:
         embedder.check_lengths(lists)
-        vectors = await run_in_threadpool(embedder.embed, lists)
+        async with on_disconnect(request, gone.set):
+            # anyio's pool, not off_loop's: calls queued on the embedder's lock must not
+            # take the workers that prepare generation requests
+            vectors = await run_in_threadpool(embedder.embed, lists, gone.is_set)
+    except EmbeddingCancelledError:
+        raise ClientDisconnectedError from None
     except EmbeddingUnsupportedError as exc:
         raise ApiError(400, str(exc), param=exc.param, code="model_cannot_embed") from None
     except EmbeddingInputTooLongError as exc:
         raise ApiError(400, str(exc), param=exc.param, code="context_length_exceeded") from None
     except InvalidRequestError as exc:
         raise ApiError(400, str(exc), param=exc.param, code="invalid_value") from None
-    data: list[dict[str, Any]] = []
-    for i, row in enumerate(vectors):
-        embedding: list[float] | str
-        if body.encoding_format == "base64":
-            embedding = base64.b64encode(row.astype("<f4").tobytes()).decode()
-        else:
-            embedding = row.tolist()
-        data.append({"object": "embedding", "index": i, "embedding": embedding})
     n_tokens = sum(len(t) for t in lists)
-    return {
-        "object": "list",
-        "data": data,
-        "model": engine.model_id,
-        "usage": {"prompt_tokens": n_tokens, "total_tokens": n_tokens},
-    }
+
+    def answer() -> JSONResponse:  # hundreds of thousands of floats as JSON: off the loop
+        data: list[dict[str, Any]] = []
+        for i, row in enumerate(vectors):
+            embedding: list[float] | str
+            if body.encoding_format == "base64":
+                embedding = base64.b64encode(row.astype("<f4").tobytes()).decode()
+            else:
+                embedding = row.tolist()
+            data.append({"object": "embedding", "index": i, "embedding": embedding})
+        return JSONResponse(
+            {
+                "object": "list",
+                "data": data,
+                "model": engine.model_id,
+                "usage": {"prompt_tokens": n_tokens, "total_tokens": n_tokens},
+            }
+        )
+
+    return await off_loop(answer)

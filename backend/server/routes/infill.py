@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from sse_starlette.sse import EventSourceResponse
 
 from backend.engine.engine import Engine
-from backend.engine.request_types import ErrorEvent, FinishEvent, TokenEvent
+from backend.engine.request_types import ErrorEvent, FinishEvent, SamplingParams, TokenEvent
 from backend.server.auth import require_api_key
 from backend.server.errors import ApiError
 from backend.server.generation import (
@@ -34,6 +34,7 @@ from backend.server.generation import (
     check_model,
     collect,
     finish_reason,
+    off_loop,
     ready_engine,
     sampling_params,
     sse,
@@ -169,9 +170,14 @@ async def infill(body: InfillRequest, request: Request) -> Any:
     fim = fim_tokens(engine)
     limit: int = request.app.state.server_settings.max_tokens_limit
     asked = _max_tokens(body)
-    tokens, truncated = build_infill_prompt(engine, body, fim, asked or 0)
-    max_tokens = engine.resolve_max_tokens(len(tokens), min(asked, limit) if asked else None, limit)
-    sampling = sampling_params(body, engine)
+
+    def prepare() -> tuple[list[int], bool, int, SamplingParams]:
+        tokens, truncated = build_infill_prompt(engine, body, fim, asked or 0)
+        capped = min(asked, limit) if asked else None
+        max_tokens = engine.resolve_max_tokens(len(tokens), capped, limit)
+        return tokens, truncated, max_tokens, sampling_params(body, engine)
+
+    tokens, truncated, max_tokens, sampling = await off_loop(prepare)
     stop = body.stop_list()
     model = engine.model_id
 
@@ -196,11 +202,11 @@ async def infill(body: InfillRequest, request: Request) -> Any:
         }
 
     if not body.stream:
-        text, fin = await collect(engine, tokens, max_tokens, sampling, stop)
+        text, fin = await collect(engine, tokens, max_tokens, sampling, stop, request)
         return final(text, fin)
 
     streams = ChoiceStreams(engine)  # cancels the sequence if the client goes away
-    streams.submit(tokens, max_tokens, [sampling], stop)
+    await streams.start(tokens, max_tokens, [sampling], stop)
 
     async def events() -> AsyncIterator[dict[str, str]]:
         n_predicted = 0

@@ -7,12 +7,13 @@ from typing import Any
 
 import llama_cpp
 from fastapi import APIRouter, Depends, Request
+from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from backend.engine.engine import Engine
 from backend.server.auth import require_api_key
 from backend.server.errors import ApiError
-from backend.server.generation import ready_engine
+from backend.server.generation import off_loop, ready_engine
 
 router = APIRouter(dependencies=[Depends(require_api_key)])
 
@@ -84,13 +85,18 @@ def check_token_ids(engine: Engine, tokens: list[int], param: str) -> None:
         )
 
 
-@router.post("/tokenize")
-async def tokenize(body: TokenizeRequest, request: Request) -> dict[str, Any]:
+@router.post("/tokenize", response_model=dict[str, Any])
+async def tokenize(body: TokenizeRequest, request: Request) -> JSONResponse:
     engine = ready_engine(request)
     if len(body.content) > MAX_CONTENT_BYTES:
         raise ApiError(
             400, f"content is longer than {MAX_CONTENT_BYTES} characters", param="content"
         )
+    # tokenising megabytes and writing a million ids as JSON take seconds: off the loop
+    return await off_loop(lambda: JSONResponse(_tokenize(engine, body)))
+
+
+def _tokenize(engine: Engine, body: TokenizeRequest) -> dict[str, Any]:
     content = ensure_utf8(body.content, "content")
     tokens = engine.tokenize(
         content, add_special=body.add_special, parse_special=body.parse_special
@@ -111,5 +117,9 @@ async def tokenize(body: TokenizeRequest, request: Request) -> dict[str, Any]:
 @router.post("/detokenize")
 async def detokenize_route(body: DetokenizeRequest, request: Request) -> dict[str, Any]:
     engine = ready_engine(request)
-    check_token_ids(engine, body.tokens, "tokens")
-    return {"content": detokenize(engine, body.tokens)}
+
+    def run() -> dict[str, Any]:
+        check_token_ids(engine, body.tokens, "tokens")
+        return {"content": detokenize(engine, body.tokens)}
+
+    return await off_loop(run)
