@@ -16,6 +16,7 @@ from backend.engine.request_types import (
     SamplingParams,
     TokenEvent,
     TokenLogprob,
+    piece_bytes,
 )
 from backend.server.auth import require_api_key
 from backend.server.errors import ApiError
@@ -52,9 +53,9 @@ def logprob_entry(lp: TokenLogprob) -> dict[str, Any]:
     return {
         "token": lp.token,
         "logprob": lp.logprob,
-        "bytes": list(lp.token.encode()),
+        "bytes": piece_bytes(lp.token),
         "top_logprobs": [
-            {"token": tok, "logprob": val, "bytes": list(tok.encode())} for _, tok, val in lp.top
+            {"token": tok, "logprob": val, "bytes": piece_bytes(tok)} for _, tok, val in lp.top
         ],
     }
 
