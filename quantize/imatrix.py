@@ -68,7 +68,10 @@ def _libggml() -> Any:
     libggml.ggml_is_contiguous.argtypes = [ctypes.c_void_p]
     libggml.ggml_is_contiguous.restype = ctypes.c_bool
     libggml.ggml_backend_tensor_get.argtypes = [
-        ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t,
+        ctypes.c_void_p,
+        ctypes.c_void_p,
+        ctypes.c_size_t,
+        ctypes.c_size_t,
     ]
     libggml.ggml_backend_tensor_get.restype = None
     return libggml
@@ -248,7 +251,10 @@ def _compute(
     seconds = time.monotonic() - started
     log.info(
         "imatrix: %d weights from %d tokens in %d chunks, %.1f s",
-        len(imatrix.entries), n_tokens, imatrix.n_chunks, seconds,
+        len(imatrix.entries),
+        n_tokens,
+        imatrix.n_chunks,
+        seconds,
     )
     return ImatrixRun(imatrix, n_tokens, imatrix.n_chunks, seconds)
 

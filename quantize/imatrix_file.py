@@ -56,8 +56,7 @@ class Imatrix:
     def mean_squares(self) -> dict[str, npt.NDArray[np.float32]]:
         """Per-weight mean of x² per input column: what ``llama_model_quantize`` wants."""
         return {
-            name: (e.sums / max(e.count, 1)).astype(np.float32)
-            for name, e in self.entries.items()
+            name: (e.sums / max(e.count, 1)).astype(np.float32) for name, e in self.entries.items()
         }
 
 

