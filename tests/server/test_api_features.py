@@ -135,11 +135,17 @@ def test_json_object_output_parses(live_server: LiveServer) -> None:
         model=MODEL,
         max_tokens=300,
         temperature=0,
-        messages=[{"role": "user", "content": 'Reply with JSON like {"name": "Tom"} for a cat.'}],
+        messages=[
+            {
+                "role": "user",
+                "content": 'Return a JSON object with keys "name" and "age" for a cat named '
+                "Tom aged 3.",
+            }
+        ],
         response_format={"type": "json_object"},
     )
     assert r.choices[0].finish_reason == "stop", r.choices[0].message.content
-    assert isinstance(json.loads(r.choices[0].message.content or ""), dict)
+    assert isinstance(json.loads(r.choices[0].message.content or "", strict=True), dict)
 
 
 def test_chat_logprobs(live_server: LiveServer) -> None:
