@@ -114,7 +114,6 @@ class ModelRuntime:
         self.n_batch = int(llama_cpp.llama_n_batch(ctx))
         self.n_vocab = int(llama_cpp.llama_vocab_n_tokens(self.vocab))
         self._piece_cache: dict[int, bytes] = {}
-        self._piece_buf = ctypes.create_string_buffer(256)
         self.eog_tokens = frozenset(
             t for t in range(self.n_vocab) if llama_cpp.llama_vocab_is_eog(self.vocab, t)
         )
@@ -208,10 +207,12 @@ class ModelRuntime:
         return list(buf[:n])
 
     def token_piece(self, token: int) -> bytes:
-        """The bytes a token renders to (control tokens render empty)."""
+        """The bytes a token renders to (control tokens render empty). Safe from any thread:
+        a miss renders into a buffer of its own (request threads detokenise token-id
+        prompts while the scheduler renders its tokens)."""
         piece = self._piece_cache.get(token)
         if piece is None:
-            buf = self._piece_buf
+            buf = ctypes.create_string_buffer(256)
             n = llama_cpp.llama_token_to_piece(self.vocab, token, buf, len(buf), 0, False)
             if n < 0:
                 buf = ctypes.create_string_buffer(-n)
