@@ -110,7 +110,7 @@ class ServerPage(QWidget):
         right = QVBoxLayout()
         right.setSpacing(12)
         right.addWidget(self._build_control_box())
-        right.addWidget(self._build_endpoint_box())
+        right.addWidget(self._build_endpoint_box(), 1)
         right.addWidget(self._build_log_box(), 1)
         columns.addLayout(right, 6)
         outer.addLayout(columns, 1)
@@ -279,7 +279,10 @@ class ServerPage(QWidget):
         copy.clicked.connect(
             lambda: self._copy(self.snippet_edits[self.snippet_tabs.currentIndex()].toPlainText()))
         self.snippet_tabs.setCornerWidget(copy)
-        self.snippet_tabs.setFixedHeight(200)
+        # up to 200 px; less on a short window (a banner above, 1280x720) rather than
+        # pushing the whole page into a scroll area
+        self.snippet_tabs.setMinimumHeight(120)
+        self.snippet_tabs.setMaximumHeight(200)
         v.addWidget(self.snippet_tabs)
         return box
 

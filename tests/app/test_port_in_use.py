@@ -79,6 +79,7 @@ def test_port_in_use_says_so_and_use_a_free_port_starts(
     assert page.banner.button.text() == "Use a free port"  # not Restart, which can't help
     qtbot.wait(50)
     assert layout_problems(window) == []
+    assert not window.page_holder.verticalScrollBar().isVisible()  # fits, banner and all
 
     with qtbot.waitSignal(server.server_started, timeout=START_TIMEOUT_MS):
         qtbot.mouseClick(page.banner.button, Qt.MouseButton.LeftButton)
