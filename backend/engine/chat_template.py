@@ -42,13 +42,17 @@ class ChatTemplate:
         messages: list[dict[str, Any]],
         *,
         add_generation_prompt: bool = True,
+        continue_final_message: bool = False,
         tools: list[dict[str, Any]] | None = None,
         **extra: Any,
     ) -> str:
+        """The prompt text. ``continue_final_message`` leaves the last message open (an
+        assistant prefill the model goes on with), as transformers and vLLM do: the text is
+        cut right after that message's content, dropping the end-of-turn the template adds."""
         try:
-            return self._template.render(
+            text = self._template.render(
                 messages=messages,
-                add_generation_prompt=add_generation_prompt,
+                add_generation_prompt=add_generation_prompt and not continue_final_message,
                 bos_token=self.bos_token,
                 eos_token=self.eos_token,
                 tools=tools,
@@ -58,3 +62,18 @@ class ChatTemplate:
             raise InvalidRequestError(
                 f"the chat template rejected the messages: {exc}", param="messages"
             ) from None
+        if continue_final_message and messages:
+            text = _cut_after(text, str(messages[-1].get("content") or ""))
+        return text
+
+
+def _cut_after(text: str, final: str) -> str:
+    """``text`` up to the end of the last occurrence of ``final`` (or of it stripped)."""
+    for needle in (final, final.strip()):
+        if needle and (at := text.rfind(needle)) >= 0:
+            return text[: at + len(needle)]
+    raise InvalidRequestError(
+        "the final message cannot be continued: the chat template does not render its "
+        "content as given",
+        param="messages",
+    )

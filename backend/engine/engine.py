@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from jinja2 import TemplateError
 
 from backend.default_model import DEFAULT_MODEL_ID, default_model_path, resolve_model_path
 from backend.engine.chat_template import ChatTemplate
@@ -26,10 +27,21 @@ from backend.engine.sampler_chain import SamplerChain
 from backend.engine.scheduler import Scheduler
 from backend.engine.sequence import Sequence
 from backend.engine.stop_detector import StopDetector
+from backend.errors import ConfigError
 from backend.settings.engine_settings import EngineSettings
 from backend.system import system_snapshot
 
 log = logging.getLogger(__name__)
+
+
+def _template_source(path: str | None) -> str | None:
+    """The text of ``--chat-template-file``, or None when not given."""
+    if not path:
+        return None
+    try:
+        return Path(path).expanduser().read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read --chat-template-file {path}: {exc}") from None
 
 
 class Engine:
@@ -39,6 +51,7 @@ class Engine:
     def __init__(self, settings: EngineSettings) -> None:
         self.settings = settings
         self.model_path: Path = resolve_model_path(settings.model)
+        custom = _template_source(settings.chat_template_file)  # before the slow load
         if settings.model_alias:
             self.model_id = settings.model_alias
         elif self.model_path == default_model_path():
@@ -51,9 +64,14 @@ class Engine:
         self.runtime = ModelRuntime(self.model_path, settings, n_seq_max=n_seq_max)
         self.load_seconds = time.perf_counter() - t0
         info = self.runtime.info
-        self.chat_template = ChatTemplate(
-            info.chat_template, bos_token=info.bos_token, eos_token=info.eos_token
-        )
+        try:
+            self.chat_template = ChatTemplate(
+                custom or info.chat_template, bos_token=info.bos_token, eos_token=info.eos_token
+            )
+        except TemplateError as exc:
+            where = f"--chat-template-file {settings.chat_template_file}" if custom else "the GGUF"
+            self.runtime.close()
+            raise ConfigError(f"the chat template of {where} does not parse: {exc}") from None
         self.scheduler = Scheduler(
             self.runtime,
             parallel=settings.parallel,

@@ -31,6 +31,12 @@ class EngineSettings(BaseSettings):
         description="Model id shown by /v1/models (default: the file name without .gguf)",
         json_schema_extra={"flags": ["-a", "--alias"]},
     )
+    chat_template_file: str | None = Field(
+        None,
+        description="Jinja chat template to use instead of the GGUF's (for a template that "
+        "is broken or lacks tool support)",
+        json_schema_extra={"flags": ["--chat-template-file"]},
+    )
     ctx_size: int = Field(
         4096,
         ge=256,
