@@ -229,3 +229,13 @@ def test_a_long_embedding_batch_stops_when_its_client_leaves(live_server: LiveSe
     assert r.status_code == 200, r.text[:300]
     waited = time.perf_counter() - start
     assert waited < max(5.0, 10 * one), (waited, one)
+
+
+def test_a_stop_string_past_the_length_limit_is_a_400(live_server: LiveServer) -> None:
+    r = httpx.post(
+        f"{live_server.base_url}/v1/completions",
+        json={"prompt": "Once", "max_tokens": 2, "stop": ["x" * 5000]},
+        timeout=30,
+    )
+    assert r.status_code == 400
+    assert "at most 1024 characters" in r.json()["error"]["message"]
