@@ -92,11 +92,36 @@ def ready_engine(request: Request) -> Engine:
     return engine
 
 
-def check_model(engine: Engine, model: str | None) -> None:
-    """404 unless ``model`` names the served model: its id or file name, with or without
+def model_names(engine: Engine) -> set[str]:
+    """The names that pick ``engine``'s model: its id or file name, with or without
     ``.gguf``, in any case (people type model names into IDE plugin settings by hand)."""
-    names = {engine.model_id, engine.model_path.name, engine.model_path.stem}
-    if model and model.casefold() not in {n.casefold() for n in names}:
+    return {n.casefold() for n in (engine.model_id, engine.model_path.name, engine.model_path.stem)}
+
+
+def route_model(served: dict[str, set[str]], model: str | None) -> str:
+    """The id of the served model that a generation request's ``model`` picks.
+
+    With one model served, any name reaches it, as llama-server does: plugins ship preset
+    names such as ``gpt-4o`` that a user can't always change. With several, a name that
+    matches none of them is a 404 that lists the ids."""
+    wanted = (model or "").casefold()
+    for model_id, names in served.items():
+        if wanted in names:
+            return model_id
+    if len(served) == 1 or not model:
+        return next(iter(served))
+    raise ApiError(
+        404,
+        f"the model '{model}' does not exist; this server serves: {', '.join(sorted(served))}",
+        param="model",
+        code="model_not_found",
+        type_="not_found_error",
+    )
+
+
+def check_model(engine: Engine, model: str | None) -> None:
+    """404 unless ``model`` names the served model (a lookup such as GET /v1/models/ID)."""
+    if model and model.casefold() not in model_names(engine):
         raise ApiError(
             404,
             f"the model '{model}' does not exist; this server serves '{engine.model_id}'",
@@ -104,6 +129,16 @@ def check_model(engine: Engine, model: str | None) -> None:
             code="model_not_found",
             type_="not_found_error",
         )
+
+
+def max_tokens_for(engine: Engine, n_prompt: int, asked: int | None, request: Request) -> int:
+    """The tokens a request may generate: what it asked (None: as many as fit, up to
+    ``--max-tokens-limit``), cut to the room left in the context unless
+    ``--strict-max-tokens`` makes that a 400."""
+    settings = request.app.state.server_settings
+    limit: int = settings.max_tokens_limit
+    capped = min(asked, limit) if asked is not None else None
+    return engine.resolve_max_tokens(n_prompt, capped, limit, strict=settings.strict_max_tokens)
 
 
 def check_choices(n: int, request: Request, param: str = "n") -> None:
@@ -171,11 +206,29 @@ class ChoiceStreams:
         self._open: set[int] = set()
 
     async def start(
-        self, tokens: list[int], max_tokens: int, samplings: list[SamplingParams], stop: list[str]
+        self,
+        tokens: list[int],
+        max_tokens: int,
+        samplings: list[SamplingParams],
+        stop: list[str],
+        *,
+        prompt_logprobs: int | None = None,
+    ) -> None:
+        """One prompt, ``len(samplings)`` sequences: see :meth:`start_batch`."""
+        await self.start_batch([(tokens, max_tokens)], samplings, stop, prompt_logprobs)
+
+    async def start_batch(
+        self,
+        prompts: list[tuple[list[int], int]],
+        samplings: list[SamplingParams],
+        stop: list[str],
+        prompt_logprobs: int | None = None,
     ) -> None:
         """:meth:`submit` from a worker thread (a grammar sampler can take a while to build).
         Sequences submitted after the caller was cancelled are cancelled at once."""
-        job = asyncio.ensure_future(off_loop(self.submit, tokens, max_tokens, samplings, stop))
+        job = asyncio.ensure_future(
+            off_loop(self.submit, prompts, samplings, stop, prompt_logprobs)
+        )
         try:
             await asyncio.shield(job)
         except asyncio.CancelledError:
@@ -188,19 +241,28 @@ class ChoiceStreams:
             raise
 
     def submit(
-        self, tokens: list[int], max_tokens: int, samplings: list[SamplingParams], stop: list[str]
+        self,
+        prompts: list[tuple[list[int], int]],
+        samplings: list[SamplingParams],
+        stop: list[str],
+        prompt_logprobs: int | None = None,
     ) -> None:
+        """Each (prompt tokens, max_tokens) with every sampling: sequence ``p * len(samplings)
+        + k`` is prompt p with sampling k (OpenAI's choice order for a batch of prompts)."""
         try:
-            for index, sampling in enumerate(samplings):
-                req = self._engine.submit(
-                    tokens,
-                    max_tokens=max_tokens,
-                    sampling=sampling,
-                    sink=self._sink(index),
-                    stop=stop,
-                )
-                self._requests.append(req.request_id)
-                self._open.add(index)
+            for p, (tokens, max_tokens) in enumerate(prompts):
+                for k, sampling in enumerate(samplings):
+                    index = p * len(samplings) + k
+                    req = self._engine.submit(
+                        tokens,
+                        max_tokens=max_tokens,
+                        sampling=sampling,
+                        sink=self._sink(index),
+                        stop=stop,
+                        prompt_logprobs=prompt_logprobs,
+                    )
+                    self._requests.append(req.request_id)
+                    self._open.add(index)
         except Exception:
             self.cancel()
             raise

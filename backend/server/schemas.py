@@ -104,6 +104,7 @@ class SamplingFields(_Lenient):
 
     model: str | None = None
     max_tokens: int | None = Field(None, ge=1)
+    n_predict: int | None = Field(None, ge=-1)  # llama-server's name; -1: no limit
     temperature: float | None = Field(None, ge=0.0, le=2.0)
     top_p: float | None = Field(None, gt=0.0, le=1.0)
     top_k: int | None = Field(None, ge=0)
@@ -151,6 +152,12 @@ class SamplingFields(_Lenient):
             )
         return value
 
+    def asked_max_tokens(self) -> int | None:
+        """``max_tokens``, or llama-server's ``n_predict`` (-1: as many as fit)."""
+        if self.max_tokens is not None:
+            return self.max_tokens
+        return self.n_predict if self.n_predict is not None and self.n_predict >= 0 else None
+
     def stop_list(self) -> list[str]:
         if self.stop is None:
             return []
@@ -166,6 +173,25 @@ class ChatCompletionRequest(SamplingFields):
     parallel_tool_calls: bool | None = None
     logprobs: bool = False
     top_logprobs: int | None = Field(None, ge=0, le=20)
+    # vLLM's and llama-server's: a last assistant message is continued (prefill) unless
+    # add_generation_prompt asks for a new turn; both true is a contradiction
+    continue_final_message: bool | None = None
+    add_generation_prompt: bool | None = None
+
+    @model_validator(mode="after")
+    def _one_way_to_end(self) -> ChatCompletionRequest:
+        if self.continue_final_message and self.add_generation_prompt:
+            raise PydanticCustomError(
+                "continue_and_add",
+                "continue_final_message and add_generation_prompt cannot both be true",
+            )
+        return self
+
+    def continues_final_message(self) -> bool:
+        """Whether the prompt leaves the last message open for the model to go on with."""
+        if self.continue_final_message is not None:
+            return self.continue_final_message
+        return self.messages[-1].role == "assistant" and self.add_generation_prompt is not True
 
     @field_validator("tool_choice")
     @classmethod
@@ -186,7 +212,9 @@ class ChatCompletionRequest(SamplingFields):
 
 
 class CompletionRequest(SamplingFields):
-    prompt: str | list[str] | list[int] = ""
+    # one prompt, or a batch (lm-eval-harness sends lists of token-id lists): a choice each
+    prompt: str | list[str] | list[int] | list[list[int]] = ""
+    max_tokens: int | None = Field(None, ge=0)  # 0 with echo + logprobs: score the prompt
     echo: bool = False
     suffix: str | None = None
     logprobs: int | None = Field(None, ge=0, le=20)

@@ -52,6 +52,12 @@ class ServerSettings(BaseSettings):
         description="Upper bound on max_tokens of any request",
         json_schema_extra={"flags": ["--max-tokens-limit"]},
     )
+    strict_max_tokens: bool = Field(
+        False,
+        description="Refuse (400) a max_tokens larger than the room left in the context, as "
+        "OpenAI does, instead of stopping with 'length' when the context is full",
+        json_schema_extra={"flags": ["--strict-max-tokens"]},
+    )
     max_body_bytes: int = Field(
         8 * 1024 * 1024,
         ge=1024,

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import httpx
-import openai
 import pytest
 
+from backend.server.errors import ApiError
+from backend.server.generation import route_model
 from tests.server.conftest import LiveServer, start_server, wait_healthy
 
 HTTP = httpx.Client(timeout=120.0)
@@ -57,13 +58,24 @@ def test_context_overflow_is_400_and_names_the_numbers(live_server: LiveServer) 
     assert body["usage"]["prompt_tokens"] + body["usage"]["completion_tokens"] == 4096
 
 
-def test_unknown_model_is_404(live_server: LiveServer) -> None:
-    with pytest.raises(openai.NotFoundError) as info:
-        live_server.client().chat.completions.create(
-            model="gpt-17", messages=[{"role": "user", "content": "hi"}]
-        )
-    assert info.value.status_code == 404
-    assert info.value.body["code"] == "model_not_found"  # type: ignore[index]
+def test_any_model_name_reaches_the_one_served_model(live_server: LiveServer) -> None:
+    """Plugins ship preset names (gpt-4o, gpt-17): with one model served, llama-server and
+    QuantDesk answer with it; the reply names the model that answered."""
+    r = live_server.client().chat.completions.create(
+        model="gpt-17", messages=[{"role": "user", "content": "hi"}], max_tokens=2
+    )
+    assert r.model == "SmolLM2-135M-Instruct"
+
+
+def test_with_several_models_an_unknown_name_is_a_404_listing_them() -> None:
+    served = {"chat-model": {"chat-model"}, "embedder": {"embedder", "embedder.gguf"}}
+    assert route_model(served, "EMBEDDER.gguf") == "embedder"
+    assert route_model(served, None) == "chat-model"
+    with pytest.raises(ApiError) as info:
+        route_model(served, "gpt-4o")
+    assert info.value.status == 404 and info.value.code == "model_not_found"
+    assert "chat-model, embedder" in info.value.message
+    assert route_model({"only": {"only"}}, "gpt-4o") == "only"
 
 
 def test_unknown_route_is_404_in_openai_shape(live_server: LiveServer) -> None:

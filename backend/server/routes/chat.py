@@ -23,14 +23,16 @@ from backend.server.errors import ApiError
 from backend.server.generation import (
     ChoiceStreams,
     check_choices,
-    check_model,
     combined_usage,
     engine_error,
     finish_reason,
+    max_tokens_for,
+    model_names,
     new_id,
     now,
     off_loop,
     ready_engine,
+    route_model,
     sampling_params,
     seeded_samplings,
     sse,
@@ -71,7 +73,7 @@ class _Prepared:
     tool_names: frozenset[str] = frozenset()
 
 
-def _prepare(body: ChatCompletionRequest, engine: Engine, limit: int) -> _Prepared:
+def _prepare(body: ChatCompletionRequest, engine: Engine, request: Request) -> _Prepared:
     tools = body.tools if body.tools and body.tool_choice != "none" else None
     forced = forced_function(body.tool_choice, tools) if tools else None
     if body.tool_choice not in (None, "none", "auto") and not tools:
@@ -92,9 +94,21 @@ def _prepare(body: ChatCompletionRequest, engine: Engine, limit: int) -> _Prepar
         messages.append(msg)
     knows_tools = "tools" in engine.chat_template.source
     messages = render_messages_for_tools(messages, tools, knows_tools)
-    tokens = engine.render_chat(messages, tools=tools if knows_tools else None)
-    asked = body.max_completion_tokens or body.max_tokens
-    max_tokens = engine.resolve_max_tokens(len(tokens), min(asked, limit) if asked else None, limit)
+    prefill = body.continues_final_message()
+    if prefill and body.messages[-1].role != "assistant":
+        raise ApiError(
+            400,
+            "continue_final_message needs the last message to be the assistant's",
+            param="continue_final_message",
+        )
+    tokens = engine.render_chat(
+        messages,
+        tools=tools if knows_tools else None,
+        continue_final_message=prefill,
+        add_generation_prompt=not prefill,
+    )
+    asked = body.max_completion_tokens or body.asked_max_tokens()
+    max_tokens = max_tokens_for(engine, len(tokens), asked, request)
     sampling = sampling_params(body, engine)
     if forced:
         sampling.grammar = tool_call_grammar(forced)
@@ -117,10 +131,9 @@ def _prepare(body: ChatCompletionRequest, engine: Engine, limit: int) -> _Prepar
 @router.post("/v1/chat/completions", response_model=None)
 async def chat_completions(body: ChatCompletionRequest, request: Request) -> Any:
     engine = ready_engine(request)
-    check_model(engine, body.model)
+    route_model({engine.model_id: model_names(engine)}, body.model)
     check_choices(body.n, request)
-    limit = request.app.state.server_settings.max_tokens_limit
-    prep = await off_loop(_prepare, body, engine, limit)
+    prep = await off_loop(_prepare, body, engine, request)
     # a streamed response notices a disconnect itself; a non-streamed one is watched
     streams = ChoiceStreams(engine, None if body.stream else request)
     await streams.start(prep.tokens, prep.max_tokens, prep.samplings, prep.stop)

@@ -16,20 +16,23 @@ from backend.engine.request_types import (
     SamplingParams,
     TokenEvent,
     TokenLogprob,
+    piece_text,
 )
 from backend.server.auth import require_api_key
 from backend.server.errors import ApiError
 from backend.server.generation import (
     ChoiceStreams,
     check_choices,
-    check_model,
     combined_usage,
     engine_error,
     finish_reason,
+    max_tokens_for,
+    model_names,
     new_id,
     now,
     off_loop,
     ready_engine,
+    route_model,
     sampling_params,
     seeded_samplings,
     sse,
@@ -40,21 +43,14 @@ from backend.server.schemas import CompletionRequest
 router = APIRouter(dependencies=[Depends(require_api_key)])
 
 
-def _tokens(body: CompletionRequest, engine: Engine) -> tuple[list[int], str]:
-    prompt = body.prompt
-    if isinstance(prompt, list):
-        if prompt and all(isinstance(p, int) for p in prompt):
-            tokens = [int(p) for p in prompt]
-            vocab = engine.runtime.n_vocab
-            if any(not 0 <= t < vocab for t in tokens):
-                raise ApiError(400, f"prompt token ids must be in 0..{vocab - 1}", param="prompt")
-            return tokens, engine.runtime.detokenize(tokens)
-        if len(prompt) != 1:
-            raise ApiError(
-                400, "send one prompt per request (a list of one string)", param="prompt"
-            )
-        prompt = str(prompt[0])
-    text = str(prompt)
+def _token_prompt(tokens: list[int], engine: Engine) -> tuple[list[int], str]:
+    vocab = engine.runtime.n_vocab
+    if not tokens or any(not 0 <= t < vocab for t in tokens):
+        raise ApiError(400, f"prompt token ids must be in 0..{vocab - 1}", param="prompt")
+    return tokens, engine.runtime.detokenize(tokens)
+
+
+def _text_prompt(text: str, body: CompletionRequest, engine: Engine) -> tuple[list[int], str]:
     if body.suffix is not None:
         fim = engine.runtime.fim_tokens()
         if fim is None:
@@ -71,24 +67,47 @@ def _tokens(body: CompletionRequest, engine: Engine) -> tuple[list[int], str]:
     return engine.tokenize(text, add_special=True, parse_special=True), text
 
 
+def _prompts(body: CompletionRequest, engine: Engine) -> list[tuple[list[int], str]]:
+    """Each prompt's tokens and text: a string, token ids, or a batch of either."""
+    prompt = body.prompt
+    if isinstance(prompt, str):
+        return [_text_prompt(prompt, body, engine)]
+    if not prompt:
+        raise ApiError(400, "prompt must not be empty", param="prompt")
+    if all(isinstance(p, int) for p in prompt):
+        return [_token_prompt([int(p) for p in prompt], engine)]  # type: ignore[arg-type]
+    out = []
+    for item in prompt:
+        if isinstance(item, list):
+            out.append(_token_prompt([int(t) for t in item], engine))
+        else:
+            out.append(_text_prompt(str(item), body, engine))
+    return out
+
+
 @dataclasses.dataclass
 class _Prepared:
-    tokens: list[int]
-    prompt_text: str
-    max_tokens: int
+    prompts: list[tuple[list[int], int]]  # tokens, max_tokens
+    texts: list[str]
     samplings: list[SamplingParams]
+    first_pieces: list[str]  # each prompt's first token as text (its logprob is null)
 
 
-def _prepare(body: CompletionRequest, engine: Engine, limit: int, best_of: int) -> _Prepared:
+def _prepare(body: CompletionRequest, engine: Engine, request: Request, best_of: int) -> _Prepared:
     """Tokenise and set up sampling: blocking work, run off the event loop."""
-    tokens, prompt_text = _tokens(body, engine)
-    max_tokens = engine.resolve_max_tokens(
-        len(tokens), min(body.max_tokens, limit) if body.max_tokens else 16, limit
-    )
+    prompts = _prompts(body, engine)
+    asked = body.asked_max_tokens()
+    jobs = [
+        (tokens, max_tokens_for(engine, len(tokens), 16 if asked is None else asked, request))
+        for tokens, _ in prompts
+    ]
     sampling = sampling_params(body, engine)
     if body.logprobs is not None or best_of > body.n:
         sampling.logprobs = body.logprobs or 0
-    return _Prepared(tokens, prompt_text, max_tokens, seeded_samplings(sampling, best_of))
+    firsts = [piece_text(engine.runtime.token_piece(tokens[0])) for tokens, _ in prompts]
+    return _Prepared(
+        jobs, [text for _, text in prompts], seeded_samplings(sampling, best_of), firsts
+    )
 
 
 def legacy_logprobs(entries: list[TokenLogprob], offset: int) -> dict[str, Any]:
@@ -104,39 +123,58 @@ def legacy_logprobs(entries: list[TokenLogprob], offset: int) -> dict[str, Any]:
     }
 
 
+def echoed_logprobs(
+    first: str, scored: list[TokenLogprob], generated: list[TokenLogprob]
+) -> dict[str, Any]:
+    """echo + logprobs: the prompt's tokens (the first has no logprob, as OpenAI and vLLM
+    give it) followed by the generated ones, with offsets into prompt + completion."""
+    out = legacy_logprobs([*scored, *generated], len(first))
+    out["tokens"].insert(0, first)
+    out["token_logprobs"].insert(0, None)
+    out["top_logprobs"].insert(0, None)
+    out["text_offset"].insert(0, 0)
+    return out
+
+
 @router.post("/completions", response_model=None, include_in_schema=False)
 @router.post("/v1/completions", response_model=None)
 async def completions(body: CompletionRequest, request: Request) -> Any:
     engine = ready_engine(request)
-    check_model(engine, body.model)
+    route_model({engine.model_id: model_names(engine)}, body.model)
     best_of = body.best_of or body.n
     if best_of < body.n:
         raise ApiError(400, "best_of must be at least n", param="best_of")
     if body.stream and best_of > body.n:
         raise ApiError(400, "best_of > n cannot be streamed", param="best_of")
-    if body.echo and body.logprobs is not None:
+    scoring = body.echo and body.logprobs is not None
+    if body.stream and (scoring or (isinstance(body.prompt, list) and _is_batch(body.prompt))):
         raise ApiError(
-            400, "echo with logprobs (prompt logprobs) is not supported", param="logprobs"
+            400,
+            "a streamed completion takes one prompt and no echo with logprobs",
+            param="stream",
         )
     check_choices(body.n, request)
     check_choices(best_of, request, "best_of")
-    limit = request.app.state.server_settings.max_tokens_limit
-    prep = await off_loop(_prepare, body, engine, limit, best_of)
+    prep = await off_loop(_prepare, body, engine, request, best_of)
+    check_choices(len(prep.prompts) * best_of, request, "prompt")
     # a streamed response notices a disconnect itself; a non-streamed one is watched
     streams = ChoiceStreams(engine, None if body.stream else request)
-    await streams.start(prep.tokens, prep.max_tokens, prep.samplings, body.stop_list())
+    await streams.start_batch(
+        prep.prompts, prep.samplings, body.stop_list(), body.logprobs if scoring else None
+    )
     cid = new_id("cmpl")
-    echo = prep.prompt_text if body.echo else ""
     header = {"id": cid, "object": "text_completion", "created": now(), "model": engine.model_id}
     if body.stream:
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
+        echo = prep.texts[0] if body.echo else ""
         return EventSourceResponse(
             _stream(streams, header, best_of, echo, body.logprobs is not None, include_usage),
             ping=15,
             sep="\n",
         )
-    texts: list[list[str]] = [[] for _ in range(best_of)]
-    lps: list[list[TokenLogprob]] = [[] for _ in range(best_of)]
+    total = len(prep.prompts) * best_of
+    texts: list[list[str]] = [[] for _ in range(total)]
+    lps: list[list[TokenLogprob]] = [[] for _ in range(total)]
     finishes: dict[int, FinishEvent] = {}
     async for index, event in streams:
         if isinstance(event, TokenEvent):
@@ -147,22 +185,45 @@ async def completions(body: CompletionRequest, request: Request) -> Any:
         elif isinstance(event, ErrorEvent):
             streams.cancel()
             raise engine_error(event)
-    ranked = sorted(range(best_of), key=lambda i: -finishes[i].cum_logprob)[: body.n]
-    if best_of == body.n:
-        ranked = list(range(body.n))
-    choices = [
-        {
-            "index": k,
-            "text": echo + "".join(texts[i]),
-            "finish_reason": finish_reason(finishes[i]),
-            "logprobs": legacy_logprobs(lps[i], len(echo)) if body.logprobs is not None else None,
-        }
-        for k, i in enumerate(ranked)
-    ]
+    choices: list[dict[str, Any]] = []
+    for p, prompt_text in enumerate(prep.texts):
+        mine = range(p * best_of, (p + 1) * best_of)
+        ranked = sorted(mine, key=lambda i: -finishes[i].cum_logprob)[: body.n]
+        if best_of == body.n:
+            ranked = list(mine)
+        echo = prompt_text if body.echo else ""
+        for i in ranked:
+            logprobs = None
+            if scoring:
+                scored = finishes[i].prompt_logprobs or []
+                logprobs = echoed_logprobs(prep.first_pieces[p], scored, lps[i])
+            elif body.logprobs is not None:
+                logprobs = legacy_logprobs(lps[i], len(echo))
+            choices.append(
+                {
+                    "index": len(choices),
+                    "text": echo + "".join(texts[i]),
+                    "finish_reason": finish_reason(finishes[i]),
+                    "logprobs": logprobs,
+                }
+            )
+    return {**header, "choices": choices, "usage": _usage(finishes, best_of)}
+
+
+def _is_batch(prompt: list[Any]) -> bool:
+    return not all(isinstance(p, int) for p in prompt) and len(prompt) > 1
+
+
+def _usage(finishes: dict[int, FinishEvent], best_of: int) -> dict[str, Any]:
+    """Usage over a batch: each prompt counted once, every sequence's completion."""
+    prompt = sum(f.prompt_tokens for i, f in finishes.items() if i % best_of == 0)
+    completion = sum(f.completion_tokens for f in finishes.values())
+    cached = sum(f.cached_tokens for i, f in finishes.items() if i % best_of == 0)
     return {
-        **header,
-        "choices": choices,
-        "usage": combined_usage([finishes[i] for i in range(best_of)]),
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+        "prompt_tokens_details": {"cached_tokens": cached},
     }
 
 

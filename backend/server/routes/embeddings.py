@@ -25,10 +25,11 @@ from backend.server.auth import require_api_key
 from backend.server.errors import ApiError
 from backend.server.generation import (
     ClientDisconnectedError,
-    check_model,
+    model_names,
     off_loop,
     on_disconnect,
     ready_engine,
+    route_model,
 )
 from backend.server.routes.tokenize import ensure_utf8
 
@@ -116,7 +117,7 @@ def _token_lists(body: EmbeddingRequest, engine: Engine, max_inputs: int) -> lis
 @router.post("/v1/embeddings", response_model=dict[str, Any])
 async def create_embeddings(body: EmbeddingRequest, request: Request) -> JSONResponse:
     engine = ready_engine(request)
-    check_model(engine, body.model)
+    route_model({engine.model_id: model_names(engine)}, body.model)
     embedder = get_embedder(request, engine)
     if body.dimensions is not None and body.dimensions != embedder.n_embd:
         raise ApiError(

@@ -31,11 +31,13 @@ from backend.server.auth import require_api_key
 from backend.server.errors import ApiError
 from backend.server.generation import (
     ChoiceStreams,
-    check_model,
     collect,
     finish_reason,
+    max_tokens_for,
+    model_names,
     off_loop,
     ready_engine,
+    route_model,
     sampling_params,
     sse,
     sse_error,
@@ -164,17 +166,15 @@ def _max_tokens(body: InfillRequest) -> int | None:
 @router.post("/infill", response_model=None)
 async def infill(body: InfillRequest, request: Request) -> Any:
     engine = ready_engine(request)
-    check_model(engine, body.model)
+    route_model({engine.model_id: model_names(engine)}, body.model)
     if body.n != 1:
         raise ApiError(400, "/infill generates one completion (n must be 1)", param="n")
     fim = fim_tokens(engine)
-    limit: int = request.app.state.server_settings.max_tokens_limit
     asked = _max_tokens(body)
 
     def prepare() -> tuple[list[int], bool, int, SamplingParams]:
         tokens, truncated = build_infill_prompt(engine, body, fim, asked or 0)
-        capped = min(asked, limit) if asked else None
-        max_tokens = engine.resolve_max_tokens(len(tokens), capped, limit)
+        max_tokens = max_tokens_for(engine, len(tokens), asked, request)
         return tokens, truncated, max_tokens, sampling_params(body, engine)
 
     tokens, truncated, max_tokens, sampling = await off_loop(prepare)
