@@ -11,12 +11,15 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 from fastapi.middleware.cors import CORSMiddleware
+from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
+from fastapi.responses import HTMLResponse, JSONResponse
 from prometheus_client import CollectorRegistry
 
 from backend.engine.engine import Engine
 from backend.server.arrival_tracking import ArrivalTracking
+from backend.server.auth import require_api_key
 from backend.server.body_limit import BodySizeLimit
 from backend.server.errors import install_error_handlers
 from backend.server.host_check import HostCheck, is_loopback
@@ -33,6 +36,10 @@ from backend.server.routes import (
 from backend.settings import EngineSettings, ServerSettings
 
 log = logging.getLogger(__name__)
+
+# Browser pages served from this machine may call the API without --cors-origin, as with
+# Ollama: http(s)://localhost, 127.0.0.1 or [::1], any port. Matched against the whole origin.
+LOOPBACK_ORIGINS = r"https?://(localhost|127\.0\.0\.1|\[::1\])(:[0-9]{1,5})?"
 
 
 def create_app(
@@ -66,7 +73,14 @@ def create_app(
             if on_load_failed is not None:
                 on_load_failed(str(exc))
 
-    app = FastAPI(title="QuantDesk", version="0.1.0", lifespan=lifespan)
+    app = FastAPI(
+        title="QuantDesk",
+        version="0.1.0",
+        lifespan=lifespan,
+        openapi_url=None,  # served by _add_docs, behind the key
+        docs_url=None,
+        redoc_url=None,
+    )
     app.state.engine = None
     app.state.load_error = None
     app.state.engine_settings = engine_settings
@@ -80,18 +94,42 @@ def create_app(
     registry.register(EngineCollector(snapshot))
     app.state.metrics_registry = registry
 
-    if server_settings.cors_origins:
-        app.add_middleware(
-            CORSMiddleware,
-            allow_origins=server_settings.cors_origins,
-            allow_methods=["GET", "POST", "OPTIONS"],
-            allow_headers=["*"],  # the OpenAI SDKs add their own x-stainless-* headers
-        )
+    # added inner to outer: the Host check runs first, then CORS, so that the body limit's
+    # 413 and every error answer carry the CORS headers a page needs to read them
     app.add_middleware(ArrivalTracking)
     app.add_middleware(BodySizeLimit, max_bytes=server_settings.max_body_bytes)
+    app.add_middleware(
+        CORSMiddleware,
+        allow_origins=server_settings.cors_origins,
+        allow_origin_regex=LOOPBACK_ORIGINS,
+        allow_methods=["GET", "POST", "OPTIONS"],
+        allow_headers=["*"],  # the OpenAI SDKs add their own x-stainless-* headers
+    )
     if is_loopback(server_settings.host):  # against DNS rebinding (host_check.py)
         app.add_middleware(HostCheck, allowed_hosts=server_settings.allowed_hosts)
     install_error_handlers(app)
     for module in (chat, completions, models, monitoring, embeddings, infill, tokenize):
         app.include_router(module.router)
+    _add_docs(app)
     return app
+
+
+def _add_docs(app: FastAPI) -> None:
+    """/openapi.json, /docs and /redoc, behind the API key when one is set, like the API.
+
+    A browser cannot add the bearer header to /docs; fetch the schema with
+    ``curl -H 'Authorization: Bearer KEY' .../openapi.json`` instead.
+    """
+    keyed = [Depends(require_api_key)]
+
+    @app.get("/openapi.json", include_in_schema=False, dependencies=keyed)
+    async def openapi() -> JSONResponse:
+        return JSONResponse(app.openapi())
+
+    @app.get("/docs", include_in_schema=False, dependencies=keyed)
+    async def swagger() -> HTMLResponse:
+        return get_swagger_ui_html(openapi_url="/openapi.json", title=f"{app.title} - docs")
+
+    @app.get("/redoc", include_in_schema=False, dependencies=keyed)
+    async def redoc() -> HTMLResponse:
+        return get_redoc_html(openapi_url="/openapi.json", title=f"{app.title} - ReDoc")

@@ -7,6 +7,7 @@ import secrets
 from fastapi import Request
 
 from backend.server.errors import ApiError
+from backend.server.host_check import is_loopback
 
 
 def has_valid_key(request: Request) -> bool:
@@ -19,6 +20,14 @@ def has_valid_key(request: Request) -> bool:
     return scheme.lower() == "bearer" and secrets.compare_digest(
         token.strip().encode(), expected.encode()
     )
+
+
+def shows_local_paths(request: Request) -> bool:
+    """Whether the client may see file paths on this machine (they name the user's home and
+    account): only a client on loopback that sends the key; a keyless server shows none."""
+    if not request.app.state.server_settings.api_key or not has_valid_key(request):
+        return False
+    return request.client is not None and is_loopback(request.client.host)
 
 
 async def require_api_key(request: Request) -> None:

@@ -42,7 +42,8 @@ class ServerSettings(BaseSettings):
     )
     cors_origins: list[str] = Field(
         default_factory=list,
-        description="Origins allowed by CORS (repeatable; '*' allows any)",
+        description="Also allow this browser origin by CORS (repeatable; '*' allows any); "
+        "loopback origins (http(s)://localhost, 127.0.0.1, [::1], any port) are always allowed",
         json_schema_extra={"flags": ["--cors-origin"]},
     )
     max_tokens_limit: int = Field(

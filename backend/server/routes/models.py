@@ -6,7 +6,7 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, Request
 
-from backend.server.auth import require_api_key
+from backend.server.auth import require_api_key, shows_local_paths
 from backend.server.generation import check_model, ready_engine
 
 router = APIRouter(dependencies=[Depends(require_api_key)])
@@ -14,13 +14,14 @@ router = APIRouter(dependencies=[Depends(require_api_key)])
 
 def model_card(request: Request) -> dict[str, Any]:
     engine = ready_engine(request)
+    path = engine.model_path if shows_local_paths(request) else engine.model_path.name
     return {
         "id": engine.model_id,
         "object": "model",
         "created": engine.created,
         "owned_by": "quantdesk",
         "meta": {
-            "path": str(engine.model_path),
+            "path": str(path),
             "n_ctx": engine.n_ctx,
             "n_ctx_train": engine.runtime.info.n_ctx_train,
             "n_params": engine.runtime.info.n_params,
