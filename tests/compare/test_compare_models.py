@@ -242,6 +242,12 @@ def test_a_cancel_stops_llama_decode_itself(smollm2_quants: dict[str, Path]) -> 
             ctx.decode(tokens, pos, seq, want)
 
 
+def _terminal_compare(reference: Path, candidate: Path) -> int:
+    """``quantdesk compare`` as a person runs it in a terminal: no JSONL, two chunks."""
+    args = ["compare", "--reference", str(reference), str(candidate), "--ctx", str(CTX)]
+    return cli_main([*args, "--chunks", "2", "--no-answers", "--no-speed"])
+
+
 def test_cli_in_a_terminal_shows_progress_full_names_and_warns_on_a_low_bit_reference(
     smollm2_quants: dict[str, Path],
     tmp_path: Path,
@@ -249,22 +255,8 @@ def test_cli_in_a_terminal_shows_progress_full_names_and_warns_on_a_low_bit_refe
 ) -> None:
     long_name = tmp_path / "SmolLM2-135M-Instruct-a-rather-long-file-name-Q4_K_M.gguf"
     long_name.symlink_to(smollm2_quants["Q4_K_M"])
-    rc = cli_main(
-        [
-            "compare",
-            "--reference",
-            str(smollm2_quants["Q8_0"]),
-            str(long_name),
-            "--ctx",
-            str(CTX),
-            "--chunks",
-            "2",
-            "--no-answers",
-            "--no-speed",
-        ]
-    )
+    assert _terminal_compare(smollm2_quants["Q8_0"], long_name) == 0
     captured = capsys.readouterr()
-    assert rc == 0
     assert long_name.stem in captured.out  # the quant type is not cut off the name
     assert "MiB" in captured.out
     progress = [line for line in captured.err.split("\r") if "[" in line and "%" in line]
@@ -272,20 +264,6 @@ def test_cli_in_a_terminal_shows_progress_full_names_and_warns_on_a_low_bit_refe
     assert any("candidate 1/1" in line and "100.0%" in line for line in progress)
     assert "warning" not in captured.err  # Q8_0 is a fine reference
 
-    rc = cli_main(
-        [
-            "compare",
-            "--reference",
-            str(smollm2_quants["Q2_K"]),
-            str(smollm2_quants["Q8_0"]),
-            "--ctx",
-            str(CTX),
-            "--chunks",
-            "2",
-            "--no-answers",
-            "--no-speed",
-        ]
-    )
+    assert _terminal_compare(smollm2_quants["Q2_K"], smollm2_quants["Q8_0"]) == 0
     captured = capsys.readouterr()
-    assert rc == 0
     assert "warning: the reference smollm2-Q2_K.gguf is itself a Q2_K quant" in captured.err

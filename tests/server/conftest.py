@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import subprocess
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import httpx
 import pytest
@@ -49,6 +51,15 @@ def wait_healthy(base_url: str, timeout: float = 120.0) -> list[int]:
             pass
         time.sleep(0.05)
     raise TimeoutError(f"server at {base_url} not healthy; saw {seen[-5:]}")
+
+
+def child_base_url(proc: subprocess.Popen[str], port_file: Path, timeout: float = 120.0) -> str:
+    """Wait for a ``quantdesk serve --port-file`` child to write its port; its base URL."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and not port_file.exists() and proc.poll() is None:
+        time.sleep(0.05)
+    assert proc.poll() is None and port_file.exists(), f"serve exited with {proc.returncode}"
+    return f"http://127.0.0.1:{port_file.read_text().strip()}"
 
 
 def start_server(api_key: str | None = None, **engine_kw: object) -> LiveServer:

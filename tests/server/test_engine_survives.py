@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.server.conftest import wait_healthy
+from tests.server.conftest import child_base_url, wait_healthy
 
 SERVE = [sys.executable, "-m", "backend.cli.main", "serve", "-m", "default", "--port", "0"]
 
@@ -37,12 +37,7 @@ def child_server(
         text=True,
     )
     try:
-        for _ in range(1200):
-            if port_file.exists() or proc.poll() is not None:
-                break
-            threading.Event().wait(0.05)
-        assert proc.poll() is None, log.read_text()
-        base = f"http://127.0.0.1:{port_file.read_text().strip()}"
+        base = child_base_url(proc, port_file)
         wait_healthy(base)
         yield base, proc
     finally:

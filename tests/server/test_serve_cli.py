@@ -9,7 +9,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.server.conftest import wait_healthy
+from tests.server.conftest import child_base_url, wait_healthy
 
 HTTP = httpx.Client(timeout=120.0)
 
@@ -77,14 +77,7 @@ def test_serve_child_process_answers(tmp_path: Path) -> None:
         text=True,
     )
     try:
-        for _ in range(600):
-            if port_file.exists() or proc.poll() is not None:
-                break
-            import time
-
-            time.sleep(0.1)
-        assert port_file.exists(), proc.stdout.read() if proc.stdout else ""
-        base = f"http://127.0.0.1:{port_file.read_text()}"
+        base = child_base_url(proc, port_file)
         wait_healthy(base)
         r = HTTP.post(
             f"{base}/v1/chat/completions",
