@@ -86,9 +86,11 @@ class FinishEvent:
 
 @dataclass
 class ErrorEvent:
-    """The sequence failed inside the engine."""
+    """The sequence failed inside the engine; ``invalid_request`` when the request itself
+    could not be carried out (a grammar no token can continue), not the server."""
 
     message: str
+    invalid_request: bool = False
 
 
 EngineEvent = TokenEvent | FinishEvent | ErrorEvent

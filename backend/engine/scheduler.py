@@ -524,7 +524,7 @@ class Scheduler:
             try:
                 token = seq.sampler.sample(self.rt.ctx, index)
             except GrammarDeadEndError as exc:
-                self._drop(seq, str(exc))
+                self._drop(seq, str(exc), invalid_request=True)
                 continue
             if token == GRAMMAR_DONE:  # the grammar is complete, whatever ignore_eos says
                 self._finish(seq, "stop")
@@ -581,9 +581,9 @@ class Scheduler:
             if seq in self._running:
                 self._drop(seq, message)
 
-    def _drop(self, seq: Sequence, message: str) -> None:
+    def _drop(self, seq: Sequence, message: str, *, invalid_request: bool = False) -> None:
         """End one running sequence with an error; the others go on."""
-        self._emit_error(seq, message)
+        self._emit_error(seq, message, invalid_request=invalid_request)
         self._running.remove(seq)
         self._release_seq_id(seq.seq_id)
         seq.seq_id = -1
@@ -670,9 +670,9 @@ class Scheduler:
             except Exception:  # a broken client must not take the engine down
                 log.exception("event sink failed")
 
-    def _emit_error(self, seq: Sequence, message: str) -> None:
+    def _emit_error(self, seq: Sequence, message: str, *, invalid_request: bool = False) -> None:
         self.stats.errors += 1
-        self._emit(seq, ErrorEvent(message))
+        self._emit(seq, ErrorEvent(message, invalid_request))
         seq.sampler.close()
 
     def _publish_gauges(self) -> None:

@@ -311,6 +311,8 @@ def seeded_samplings(base: SamplingParams, n: int) -> list[SamplingParams]:
 
 
 def engine_error(event: ErrorEvent) -> ApiError:
+    if event.invalid_request:
+        return ApiError(400, event.message, code="invalid_request")
     return ApiError(500, event.message, type_="server_error", code="engine_error")
 
 
@@ -319,7 +321,8 @@ def sse(data: dict[str, Any] | str) -> dict[str, str]:
 
 
 def sse_error(event: ErrorEvent) -> dict[str, str]:
-    return sse(error_body(event.message, "server_error", None, "engine_error"))
+    err = engine_error(event)
+    return sse(error_body(err.message, err.type, err.param, err.code))
 
 
 def combined_usage(finishes: list[FinishEvent]) -> dict[str, Any]:
