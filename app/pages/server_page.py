@@ -219,7 +219,7 @@ class ServerPage(QWidget):
         self.key_edit.setPlaceholderText("none (required when binding a public address)")
         self.key_edit.setEchoMode(QLineEdit.EchoMode.PasswordEchoOnEdit)
         self.cors_edit = QLineEdit()
-        self.cors_edit.setPlaceholderText("localhost pages always; others e.g. https://my.app, or *")
+        self.cors_edit.setPlaceholderText("localhost always; e.g. https://my.app, or *")
         form.addRow("Host", self.host_edit)
         form.addRow("Port", self.port_spin)
         form.addRow("API key", self.key_edit)
