@@ -71,6 +71,9 @@ CASES: dict[str, Callable[[], tuple[str, dict[str, Any] | bytes]]] = {
     ),
     "4 MB embedding input": lambda: ("/v1/embeddings", {"input": "word " * 800_000}),
     "100k tiny messages": lambda: _chat(messages=[{"role": "user", "content": "hi"}] * 100_000),
+    "4,000 messages of 1 KB": lambda: _chat(
+        messages=[{"role": "user", "content": "word " * 200}] * 4_000
+    ),
     "100k stop strings": lambda: _chat(stop=[f"s{i}" for i in range(100_000)]),
     "tool_calls without function": lambda: _chat(
         messages=[*MSG, {"role": "assistant", "tool_calls": [{"id": "x"}]}]

@@ -21,7 +21,11 @@ from tests.server.conftest import LiveServer
 
 MODEL = "SmolLM2-135M-Instruct"
 # The goal: /health answers within this while another request is prepared.
-HEALTH_BOUND_S = 0.5
+# The goal is 0.5 s; benchmarks/hostile_rerun.py measures it on a child server
+# (0.07 s). Here the server shares the test process, its GIL and its client threads, so the
+# bound leaves room for that; before the fix these cases stalled /health for 1.1-1.9 s
+# quiet and 5 s and more on a busy machine.
+HEALTH_BOUND_S = 1.0
 MiB = 1024 * 1024
 
 
