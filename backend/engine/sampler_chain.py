@@ -79,7 +79,7 @@ class SamplerChain:
                 )
             add(grammar)
             self._grammar = grammar
-            self._eog = sorted(eog)
+            self._eog_token = min(eog, default=None)  # any end token tells completion
             self._candidates = np.empty(n_vocab, dtype=_TOKEN_DATA)
             self._ids = np.arange(n_vocab, dtype=np.int32)
             self._array = llama_cpp.llama_token_data_array(
@@ -168,10 +168,10 @@ class SamplerChain:
 
     def grammar_complete(self) -> bool:
         """Whether the grammar allows an end token now (it has matched a whole ``root``)."""
-        if self._grammar is None or not self._eog:
+        if self._grammar is None or self._eog_token is None:
             return False
         one = (llama_cpp.llama_token_data * 1)()
-        one[0].id = self._eog[0]  # type: ignore[assignment]
+        one[0].id = self._eog_token  # type: ignore[assignment]
         one[0].logit = 0.0
         arr = llama_cpp.llama_token_data_array(data=one, size=1, selected=-1, sorted=False)
         llama_cpp.llama_sampler_apply(self._grammar, ctypes.byref(arr))

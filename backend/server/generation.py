@@ -119,6 +119,14 @@ def route_model(served: dict[str, set[str]], model: str | None) -> str:
     )
 
 
+def engine_for(request: Request, model: str | None) -> Engine:
+    """The ready engine that a generation request's ``model`` picks (see route_model);
+    the one place where model names become engines."""
+    engine = ready_engine(request)
+    route_model({engine.model_id: model_names(engine)}, model)
+    return engine
+
+
 def check_model(engine: Engine, model: str | None) -> None:
     """404 unless ``model`` names the served model (a lookup such as GET /v1/models/ID)."""
     if model and model.casefold() not in model_names(engine):
@@ -206,16 +214,10 @@ class ChoiceStreams:
         self._open: set[int] = set()
 
     async def start(
-        self,
-        tokens: list[int],
-        max_tokens: int,
-        samplings: list[SamplingParams],
-        stop: list[str],
-        *,
-        prompt_logprobs: int | None = None,
+        self, tokens: list[int], max_tokens: int, samplings: list[SamplingParams], stop: list[str]
     ) -> None:
         """One prompt, ``len(samplings)`` sequences: see :meth:`start_batch`."""
-        await self.start_batch([(tokens, max_tokens)], samplings, stop, prompt_logprobs)
+        await self.start_batch([(tokens, max_tokens)], samplings, stop)
 
     async def start_batch(
         self,
@@ -325,14 +327,17 @@ def sse_error(event: ErrorEvent) -> dict[str, str]:
     return sse(error_body(err.message, err.type, err.param, err.code))
 
 
-def combined_usage(finishes: list[FinishEvent]) -> dict[str, Any]:
-    first = finishes[0]
+def combined_usage(finishes: list[FinishEvent], per_prompt: int | None = None) -> dict[str, Any]:
+    """Usage of the sequences of one request, in submission order: each prompt (every
+    ``per_prompt`` sequences; default: one prompt for all) counted once, every completion."""
+    firsts = finishes[:: per_prompt or len(finishes)]
+    prompt = sum(f.prompt_tokens for f in firsts)
     completion = sum(f.completion_tokens for f in finishes)
     return {
-        "prompt_tokens": first.prompt_tokens,
+        "prompt_tokens": prompt,
         "completion_tokens": completion,
-        "total_tokens": first.prompt_tokens + completion,
-        "prompt_tokens_details": {"cached_tokens": first.cached_tokens},
+        "total_tokens": prompt + completion,
+        "prompt_tokens_details": {"cached_tokens": sum(f.cached_tokens for f in firsts)},
     }
 
 

@@ -25,14 +25,12 @@ from backend.server.generation import (
     check_choices,
     combined_usage,
     engine_error,
+    engine_for,
     finish_reason,
     max_tokens_for,
-    model_names,
     new_id,
     now,
     off_loop,
-    ready_engine,
-    route_model,
     sampling_params,
     seeded_samplings,
     sse,
@@ -130,8 +128,7 @@ def _prepare(body: ChatCompletionRequest, engine: Engine, request: Request) -> _
 @router.post("/chat/completions", response_model=None, include_in_schema=False)
 @router.post("/v1/chat/completions", response_model=None)
 async def chat_completions(body: ChatCompletionRequest, request: Request) -> Any:
-    engine = ready_engine(request)
-    route_model({engine.model_id: model_names(engine)}, body.model)
+    engine = engine_for(request, body.model)
     check_choices(body.n, request)
     prep = await off_loop(_prepare, body, engine, request)
     # a streamed response notices a disconnect itself; a non-streamed one is watched

@@ -25,14 +25,12 @@ from backend.server.generation import (
     check_choices,
     combined_usage,
     engine_error,
+    engine_for,
     finish_reason,
     max_tokens_for,
-    model_names,
     new_id,
     now,
     off_loop,
-    ready_engine,
-    route_model,
     sampling_params,
     seeded_samplings,
     sse,
@@ -139,8 +137,7 @@ def echoed_logprobs(
 @router.post("/completions", response_model=None, include_in_schema=False)
 @router.post("/v1/completions", response_model=None)
 async def completions(body: CompletionRequest, request: Request) -> Any:
-    engine = ready_engine(request)
-    route_model({engine.model_id: model_names(engine)}, body.model)
+    engine = engine_for(request, body.model)
     best_of = body.best_of or body.n
     if best_of < body.n:
         raise ApiError(400, "best_of must be at least n", param="best_of")
@@ -207,24 +204,15 @@ async def completions(body: CompletionRequest, request: Request) -> Any:
                     "logprobs": logprobs,
                 }
             )
-    return {**header, "choices": choices, "usage": _usage(finishes, best_of)}
+    return {
+        **header,
+        "choices": choices,
+        "usage": combined_usage([finishes[i] for i in range(total)], best_of),
+    }
 
 
 def _is_batch(prompt: list[Any]) -> bool:
     return not all(isinstance(p, int) for p in prompt) and len(prompt) > 1
-
-
-def _usage(finishes: dict[int, FinishEvent], best_of: int) -> dict[str, Any]:
-    """Usage over a batch: each prompt counted once, every sequence's completion."""
-    prompt = sum(f.prompt_tokens for i, f in finishes.items() if i % best_of == 0)
-    completion = sum(f.completion_tokens for f in finishes.values())
-    cached = sum(f.cached_tokens for i, f in finishes.items() if i % best_of == 0)
-    return {
-        "prompt_tokens": prompt,
-        "completion_tokens": completion,
-        "total_tokens": prompt + completion,
-        "prompt_tokens_details": {"cached_tokens": cached},
-    }
 
 
 async def _stream(

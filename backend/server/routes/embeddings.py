@@ -25,11 +25,9 @@ from backend.server.auth import require_api_key
 from backend.server.errors import ApiError
 from backend.server.generation import (
     ClientDisconnectedError,
-    model_names,
+    engine_for,
     off_loop,
     on_disconnect,
-    ready_engine,
-    route_model,
 )
 from backend.server.routes.tokenize import ensure_utf8
 
@@ -116,8 +114,7 @@ def _token_lists(body: EmbeddingRequest, engine: Engine, max_inputs: int) -> lis
 
 @router.post("/v1/embeddings", response_model=dict[str, Any])
 async def create_embeddings(body: EmbeddingRequest, request: Request) -> JSONResponse:
-    engine = ready_engine(request)
-    route_model({engine.model_id: model_names(engine)}, body.model)
+    engine = engine_for(request, body.model)
     embedder = get_embedder(request, engine)
     if body.dimensions is not None and body.dimensions != embedder.n_embd:
         raise ApiError(

@@ -32,12 +32,10 @@ from backend.server.errors import ApiError
 from backend.server.generation import (
     ChoiceStreams,
     collect,
+    engine_for,
     finish_reason,
     max_tokens_for,
-    model_names,
     off_loop,
-    ready_engine,
-    route_model,
     sampling_params,
     sse,
     sse_error,
@@ -165,8 +163,7 @@ def _max_tokens(body: InfillRequest) -> int | None:
 
 @router.post("/infill", response_model=None)
 async def infill(body: InfillRequest, request: Request) -> Any:
-    engine = ready_engine(request)
-    route_model({engine.model_id: model_names(engine)}, body.model)
+    engine = engine_for(request, body.model)
     if body.n != 1:
         raise ApiError(400, "/infill generates one completion (n must be 1)", param="n")
     fim = fim_tokens(engine)
