@@ -14,9 +14,9 @@ _NULL_MEANS_DEFAULT = frozenset({"stream", "n", "ignore_eos", "include_usage", "
 # Bounds on what one request may carry (issue 14: each list's cost grows with its length).
 # n and best_of have a lower, configurable bound too (--max-choices).
 MAX_MESSAGES = 4096
-# each is matched against the held-back text after every token
+# OpenAI allows 4 stop strings; each is matched against the held-back text after every token
+MAX_STOP_STRINGS = 16
 MAX_STOP_LENGTH = 1024
-MAX_STOP_STRINGS = 16  # OpenAI allows 4; every stop string is checked after every token
 MAX_CHOICES = 128  # OpenAI's bound on n
 
 
@@ -184,6 +184,12 @@ class ChatCompletionRequest(SamplingFields):
             raise PydanticCustomError(
                 "continue_and_add",
                 "continue_final_message and add_generation_prompt cannot both be true",
+            )
+        if self.continue_final_message and self.messages[-1].role != "assistant":
+            raise PydanticCustomError(
+                "continue_needs_assistant",
+                "continue_final_message needs the last message to be the assistant's",
+                {"param": "continue_final_message"},
             )
         return self
 

@@ -92,13 +92,7 @@ def _prepare(body: ChatCompletionRequest, engine: Engine, request: Request) -> _
         messages.append(msg)
     knows_tools = "tools" in engine.chat_template.source
     messages = render_messages_for_tools(messages, tools, knows_tools)
-    prefill = body.continues_final_message()
-    if prefill and body.messages[-1].role != "assistant":
-        raise ApiError(
-            400,
-            "continue_final_message needs the last message to be the assistant's",
-            param="continue_final_message",
-        )
+    prefill = body.continues_final_message()  # the request schema checked it is possible
     tokens = engine.render_chat(
         messages,
         tools=tools if knows_tools else None,
