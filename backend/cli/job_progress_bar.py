@@ -1,4 +1,4 @@
-"""A terminal progress line for long jobs (compare, quantise): phase, bar, rate, ETA.
+"""A terminal progress line for ``quantdesk compare``: phase, bar, tokens/s, ETA.
 
 Drawn on stderr with ``\\r`` at most ~5 times a second; a new phase starts a new line,
 so the terminal keeps one finished line per phase as a record of what ran and how fast.
@@ -10,14 +10,13 @@ import sys
 import time
 from typing import TextIO
 
-from backend.hub.units import human_duration
+from backend.hub.units import human_duration, text_bar
 from quantize.progress import Progress
 
 
 class JobProgressBar:
-    def __init__(self, stream: TextIO | None = None, *, unit: str = "tok", width: int = 24) -> None:
+    def __init__(self, stream: TextIO | None = None, *, width: int = 24) -> None:
         self.stream = stream or sys.stderr
-        self.unit = unit
         self.width = width
         self._stage: str | None = None
         self._stage_start = 0.0
@@ -43,12 +42,11 @@ class JobProgressBar:
     def line(self, p: Progress, elapsed: float) -> str:
         """``reference  SmolLM2-Q8_0 [#####.....] 45.0% 1,234 tok/s ETA 01:23``"""
         fraction = min(1.0, p.done / p.total) if p.total > 0 else 0.0
-        filled = int(fraction * self.width)
-        bar = "#" * filled + "." * (self.width - filled)
+        bar = text_bar(fraction, self.width)
         parts = [f"{p.stage:<14} {p.message} [{bar}] {fraction * 100:5.1f}%"]
         if p.done > 0 and elapsed > 0:
             amount = p.tokens if p.tokens else p.done
-            unit = self.unit if p.tokens else "steps"
+            unit = "tok" if p.tokens else "steps"
             parts.append(f"{amount / elapsed:,.0f} {unit}/s")
             remaining = elapsed * (p.total - p.done) / p.done
             parts.append(f"ETA {human_duration(remaining)}")

@@ -7,7 +7,7 @@ import time
 from typing import TextIO
 
 from backend.hub.download_manager import DownloadProgress
-from backend.hub.units import human_bytes, human_duration
+from backend.hub.units import human_bytes, human_duration, text_bar
 
 __all__ = ["TerminalProgressBar", "human_bytes", "human_duration"]
 
@@ -32,8 +32,7 @@ class TerminalProgressBar:
             return
         self._last_draw = now
         fraction = p.fraction or 0.0
-        filled = int(fraction * self.width)
-        bar = "#" * filled + "." * (self.width - filled)
+        bar = text_bar(fraction, self.width)
         name = p.filename if len(p.filename) <= 40 else "…" + p.filename[-39:]
         if p.stage == "downloading":
             tail = f"{human_bytes(p.bytes_per_s)}/s ETA {human_duration(p.eta_s)}"

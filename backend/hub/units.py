@@ -24,3 +24,9 @@ def human_duration(seconds: float | None) -> str:
     hours, rest = divmod(seconds, 3600)
     minutes, secs = divmod(rest, 60)
     return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes:02d}:{secs:02d}"
+
+
+def text_bar(fraction: float, width: int) -> str:
+    """``#####.....``: a progress bar of ``width`` characters for a terminal line."""
+    filled = int(max(0.0, min(1.0, fraction)) * width)
+    return "#" * filled + "." * (width - filled)
