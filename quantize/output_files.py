@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from backend.hub.units import human_bytes
+from backend.hub.writer_lock import sole_writer
 from quantize.errors import OutputWriteError, QuantizeError
 
 log = logging.getLogger(__name__)
@@ -43,8 +44,6 @@ def writing(part: Path) -> Iterator[None]:
     run that was killed (the kernel drops the lock with the process), and a second run
     is refused the file a first one is writing.
     """
-    from backend.hub.download_manager import sole_writer
-
     with sole_writer(part) as sole:
         if not sole:
             raise QuantizeError(

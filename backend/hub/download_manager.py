@@ -25,13 +25,12 @@ import os
 import shutil
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from filelock import FileLock, Timeout
 from huggingface_hub import constants, get_hf_file_metadata, hf_hub_url
 from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
 
@@ -48,6 +47,7 @@ from backend.hub.hub_search import HubFile, RepoListing, list_repo_files
 from backend.hub.hub_settings import HubSettings
 from backend.hub.split_gguf import split_part_names
 from backend.hub.units import human_bytes
+from backend.hub.writer_lock import sole_writer
 
 log = logging.getLogger(__name__)
 
@@ -181,31 +181,20 @@ def check_disk_space(folder: Path, needed: int, what: str) -> None:
         )
 
 
-@contextlib.contextmanager
-def _sole_writer(part: Path) -> Iterator[bool]:
-    """Hold ``part``'s download lock across processes while the block runs; yields False
-    (and holds nothing) when another process holds it."""
-    lock = FileLock(f"{part}.lock")
-    try:
-        lock.acquire(timeout=0)
-    except Timeout:
-        yield False
-        return
-    try:
-        yield True
-    finally:
-        lock.release()
-        # leave no lock file behind (Windows' filelock removes it itself); a third
-        # writer racing this exact moment could slip past, which is acceptable here
-        with contextlib.suppress(OSError):
-            Path(lock.lock_file).unlink()
-
-
-def sole_writer(part: Path) -> contextlib.AbstractContextManager[bool]:
-    """Hold ``part``'s writer lock across processes while the block runs (True), or hold
-    nothing when another process holds it (False). Downloads and quantisations hold it on
-    the files they write, so a dead run's leftover can be told from a live run's file."""
-    return _sole_writer(part)
+def _discard_unwritten(parts: list[Path], busy: str) -> list[tuple[Path, int]]:
+    """Delete each of ``parts`` that no process is writing (it holds the writer lock
+    otherwise); returns what went, with sizes."""
+    removed = []
+    for part in parts:
+        with sole_writer(part) as sole:
+            if not sole:
+                log.info("%s %s; kept", part, busy)
+                continue
+            with contextlib.suppress(FileNotFoundError):
+                size = part.stat().st_size
+                part.unlink()
+                removed.append((part, size))
+    return removed
 
 
 @dataclass(frozen=True)
@@ -251,14 +240,9 @@ class DownloadManager:
 
     def discard_partial_downloads(self) -> list[tuple[Path, int]]:
         """Delete the unfinished downloads no process is writing; returns what went."""
-        removed = []
-        for part, size in self.partial_downloads():
-            with _sole_writer(part) as sole:
-                if not sole:
-                    log.info("%s is being downloaded; kept", part)
-                    continue
-                part.unlink(missing_ok=True)
-                removed.append((part, size))
+        removed = _discard_unwritten(
+            [part for part, _ in self.partial_downloads()], "is being downloaded"
+        )
         for folder in sorted((self.library / PARTIAL_DIR).glob("**/"), reverse=True):
             with contextlib.suppress(OSError):
                 folder.rmdir()  # only empty ones go
@@ -277,23 +261,15 @@ class DownloadManager:
         killed or crashed run left behind."""
         found = []
         for part in self._output_parts():
-            with _sole_writer(part) as sole, contextlib.suppress(FileNotFoundError):
+            with sole_writer(part) as sole, contextlib.suppress(FileNotFoundError):
                 found.append(UnfinishedOutput(part, part.stat().st_size, in_use=not sole))
         return sorted(found, key=lambda o: -o.size)
 
     def discard_unfinished_outputs(self) -> list[tuple[Path, int]]:
         """Delete the unfinished outputs of runs that died; returns what went."""
-        removed = []
-        for part in self._output_parts():
-            with _sole_writer(part) as sole:
-                if not sole:
-                    log.info("%s is being written by a running quantisation; kept", part)
-                    continue
-                with contextlib.suppress(FileNotFoundError):
-                    size = part.stat().st_size
-                    part.unlink()
-                    removed.append((part, size))
-        return removed
+        return _discard_unwritten(
+            self._output_parts(), "is being written by a running quantisation"
+        )
 
     # --- public API --------------------------------------------------------------------------
     def pull(
@@ -348,7 +324,7 @@ class DownloadManager:
         transfer = _Transfer(
             repo_id, hub_file, location, headers, part, size, file_index, file_count
         )
-        with _sole_writer(part) as sole:
+        with sole_writer(part) as sole:
             if not sole:
                 raise DownloadError(
                     f"{hub_file.path} is being downloaded by another QuantDesk window or "
