@@ -52,7 +52,6 @@ PACKAGES: dict[str, str] = {
     "libdbus-1.so.3": "libdbus-1-3",
 }
 # The three that PySide6 >= 6.5 added and fresh installs lack: always named in the README.
-KNOWN_MISSING = ("libxcb-cursor0", "libxcb-icccm4", "libxcb-keysyms1")
 
 _DT_NEEDED = 1
 _SHT_DYNAMIC = 6
@@ -181,7 +180,6 @@ def describe_missing(missing: list[str], debian_like: bool = True) -> str:
 def display_problem(
     env: Mapping[str, str] | None = None,
     load: Callable[[str], bool] | None = None,
-    paths: Callable[[], tuple[Path, Path]] | None = None,
     platform: str | None = None,
 ) -> str | None:
     """The line to print when Qt's xcb plugin cannot load here, else None.
@@ -199,9 +197,9 @@ def display_problem(
                 "serve` for the server alone")
     if not wants_xcb(env):
         return None
-    plugins, libs = (paths or qt_paths)()
-    bundled = [Path(p) for p in (getattr(sys, "_MEIPASS", None),) if p]
-    missing = missing_xcb_libraries(plugins, libs, load or can_load, bundled)
+    plugins, libs = qt_paths()
+    bundled = [Path(sys._MEIPASS)] if hasattr(sys, "_MEIPASS") else []  # a PyInstaller bundle
+    missing = missing_xcb_libraries(plugins, libs, load, bundled)
     if not missing:
         return None
     debian_like = Path("/etc/debian_version").exists()

@@ -211,14 +211,11 @@ class MainWindow(QMainWindow):
     def _on_server_state(self, state: str) -> None:
         self.footer_light.set_state(state)
         server = self.context.server
-        failure = failure_title(server.last_error)
         text = {
             "running": f"Serving on port {server.port}",
             "starting": "Server starting…",
             "stopping": "Server stopping…",
-            "crashed": {"Could not start": "Server could not start",
-                        "Stopped unexpectedly": "Server stopped unexpectedly",
-                        "Out of memory": "Server ran out of memory"}.get(failure, failure),
+            "crashed": failure_title(server.last_error, footer=True),
             "stopped": "Server stopped",
         }.get(state, state)
         self.footer_text.setText(text)

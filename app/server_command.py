@@ -47,8 +47,9 @@ def serve_arguments(knobs: ServerKnobs, port_file: Path, port: int | None = None
     ]
     if knobs.kv_per_slot:
         args.append("--kv-per-slot")
-    if knobs.api_key and knobs.api_key.strip():  # a blank key is no key (serve refuses it)
-        args += ["--api-key", knobs.api_key.strip()]
+    key = (knobs.api_key or "").strip()  # a blank key is no key (serve refuses one)
+    if key:
+        args += ["--api-key", key]
     for origin in knobs.cors_origins:
         args += ["--cors-origin", origin]
     return args

@@ -106,10 +106,21 @@ def explain_exit(
     return ServerProcessError("crash", f"The server {how}.{detail}")
 
 
-def failure_title(error: ServerProcessError | None) -> str:
-    """A few words for a status label: what went wrong, not only that something did."""
-    if error is None:
-        return "Stopped unexpectedly"
+def failure_title(error: ServerProcessError | None, *, footer: bool = False) -> str:
+    """A few words for a status label: what went wrong, not only that something did.
+    ``footer``: the same as a sentence about the server, for the sidebar footer."""
+    if error is not None and error.kind == "port_in_use":
+        return f"Port {error.port} in use" if error.port else "Port in use"
+    if error is not None and error.kind == "oom":
+        title, sentence = "Out of memory", "Server ran out of memory"
+    elif error is not None and (
+        error.while_starting
+        or error.kind in ("launch", "timeout", "model_not_found", "bad_model", "bad_setting")
+    ):
+        title, sentence = "Could not start", "Server could not start"
+    else:
+        title, sentence = "Stopped unexpectedly", "Server stopped unexpectedly"
+    return sentence if footer else title
     if error.kind == "port_in_use":
         return f"Port {error.port} in use" if error.port else "Port in use"
     if error.kind == "oom":
