@@ -190,11 +190,11 @@ def run(args: argparse.Namespace) -> int:
         elif bar is not None:
             bar(p)
 
-    warning = reference_warning(args.reference)
-    if warning and args.progress_jsonl:
-        emit_jsonl({"type": "warning", "message": warning})
-    elif warning:
-        sys.stderr.write(warning + "\n")
+    if warning := reference_warning(args.reference):
+        if args.progress_jsonl:
+            emit_jsonl({"type": "warning", "message": warning})
+        else:
+            sys.stderr.write(warning + "\n")
 
     config = CompareConfig(
         reference=args.reference,
