@@ -31,17 +31,34 @@ def test_cancel_event_terminates_worker(smollm2_f16: Path, tmp_path: Path) -> No
             cancel.set()
 
     with pytest.raises(QuantizeCancelledError):
-        quantize_gguf(smollm2_f16, "Q4_K_M", tmp_path, threads=1, progress=progress,
-                      cancel=cancel)
+        quantize_gguf(smollm2_f16, "Q4_K_M", tmp_path, threads=1, progress=progress, cancel=cancel)
     assert seen[-1].done < seen[-1].total  # it really stopped mid-way
     assert list(tmp_path.iterdir()) == []  # no final file, no .part, no sidecar
 
 
-def _start_cli(source: Path, out: Path, *extra: str) -> subprocess.Popen[str]:
+def _start_cli(
+    source: Path, out: Path, *extra: str, qtype: str = "Q4_K_M"
+) -> subprocess.Popen[str]:
+    """``quantdesk quantize`` in a child process, as the GUI runs it."""
     return subprocess.Popen(
-        [sys.executable, "-m", "backend.cli.main", "quantize", str(source), "--type", "Q4_K_M",
-         "--out", str(out), "--threads", "1", "--progress-jsonl", *extra],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "backend.cli.main",
+            "quantize",
+            str(source),
+            "--type",
+            qtype,
+            "--out",
+            str(out),
+            "--threads",
+            "1",
+            "--progress-jsonl",
+            *extra,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
 
 

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -13,37 +12,14 @@ import pytest
 
 from backend.cli.main import main
 from backend.hub.library import ModelLibrary
-from tests.quantize.test_cancel import _processes_writing, _wait_for_tensor
+from tests.quantize.test_cancel import _processes_writing, _start_cli, _wait_for_tensor
 
 MODEL = "SmolLM2-135M-Instruct"
 
 
-def _start(source: Path, out: Path, qtype: str) -> subprocess.Popen[str]:
-    """``quantdesk quantize`` in a child process, as the GUI runs it."""
-    return subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "backend.cli.main",
-            "quantize",
-            str(source),
-            "--type",
-            qtype,
-            "--out",
-            str(out),
-            "--threads",
-            "1",
-            "--progress-jsonl",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-
-
 def _killed_mid_way(source: Path, out: Path, qtype: str) -> Path:
     """Start a quantisation into ``out``, SIGKILL it mid-way; its ``.part`` file."""
-    proc = _start(source, out, qtype)
+    proc = _start_cli(source, out, qtype=qtype)
     _wait_for_tensor(proc)
     part = out / f"{MODEL}-{qtype}.gguf.part"
     proc.kill()  # no chance to clean up, as with the OOM killer or a power cut
@@ -68,7 +44,7 @@ def test_a_killed_runs_leftover_is_listed_and_discarded_but_a_live_run_is_kept(
     assert "died" in line
     assert "1 unfinished quantisation output(s)" in out
 
-    live = _start(smollm2_f16, library, "Q4_K_M")  # the slowest type: it runs for seconds
+    live = _start_cli(smollm2_f16, library)  # the slowest type: it runs for seconds
     live_part = library / f"{MODEL}-Q4_K_M.gguf.part"
     try:
         _wait_for_tensor(live)
@@ -93,10 +69,10 @@ def test_a_killed_runs_leftover_is_listed_and_discarded_but_a_live_run_is_kept(
 
 
 def test_a_new_run_refuses_an_output_a_live_run_writes(smollm2_f16: Path, tmp_path: Path) -> None:
-    first = _start(smollm2_f16, tmp_path, "Q4_K_M")
+    first = _start_cli(smollm2_f16, tmp_path)
     try:
         _wait_for_tensor(first)
-        second = _start(smollm2_f16, tmp_path, "Q4_K_M")
+        second = _start_cli(smollm2_f16, tmp_path)
         _, err = second.communicate(timeout=60)
         assert second.returncode != 0
         assert "being written by another quantisation" in err
