@@ -1,4 +1,4 @@
-"""Will the model fit? A view of ``backend.hub.fit_estimate`` for the Server page.
+"""Will the model fit? A view of ``backend.fit.fit_estimate`` for the Server page.
 
 The hub owns the arithmetic (weights per layer, exact KV cache, compute buffer,
 verdict against free RAM/VRAM); this module only turns its result into what the
@@ -15,7 +15,7 @@ from typing import Any
 
 from app.app_settings import ServerKnobs
 from app.model_choices import cached_header, model_facts
-from backend.errors import QuantDeskError
+from backend.core.errors import QuantDeskError
 
 log = logging.getLogger(__name__)
 
@@ -34,13 +34,13 @@ class FitView:
     kv_bytes: int = 0
     weights_bytes: int = 0
     compute_bytes: int = 0
-    exact: bool = False  # True when it came from backend.hub.fit_estimate
+    exact: bool = False  # True when it came from backend.fit.fit_estimate
     gpu_note: str | None = None
 
 
 def _memory() -> Any:
     """The hub's free-memory probe, cached for a few seconds (NVML calls are not free)."""
-    from backend.hub.memory_probe import probe_memory
+    from backend.fit.memory_probe import probe_memory
 
     now = time.monotonic()
     if _memory_cache["value"] is None or now - float(_memory_cache["at"]) > _MEMORY_TTL_S:
@@ -51,7 +51,7 @@ def _memory() -> Any:
 
 def _hub_view(knobs: ServerKnobs, path: Any) -> FitView | None:
     try:
-        from backend.hub.fit_estimate import FitSettings, estimate_fit
+        from backend.fit.fit_estimate import FitSettings, estimate_fit
     except ImportError:
         return None
     try:

@@ -8,8 +8,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from backend.default_model import DEFAULT_MODEL_ID, default_model_path
-from backend.errors import QuantDeskError
+from backend.core.errors import QuantDeskError
+from backend.settings.default_model import DEFAULT_MODEL_ID, default_model_path
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +79,7 @@ class ModelFacts:
 
 @lru_cache(maxsize=32)
 def _header(path: str, mtime_ns: int, size: int) -> Any:
-    from backend.hub.gguf_header import read_gguf_header
+    from backend.gguf_file.gguf_header import read_gguf_header
 
     return read_gguf_header(path)
 

@@ -1,7 +1,7 @@
 """How the GUI launches ``quantdesk serve``: the command line, built from the knobs.
 
 Kept apart from the supervisor so the launcher can be swapped (a frozen app runs
-its own executable with ``serve``; a venv runs ``python -m backend.cli.main serve``).
+its own executable with ``serve``; a venv runs ``python -m backend.entrypoints.main serve``).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ def launcher_prefix() -> list[str]:
     server is terminated if the window dies without stopping it.
     """
     frozen = getattr(sys, "frozen", False)  # PyInstaller: the app binary is the CLI too
-    cli = [sys.executable] if frozen else [sys.executable, "-m", "backend.cli.main"]
+    cli = [sys.executable] if frozen else [sys.executable, "-m", "backend.entrypoints.main"]
     if sys.platform.startswith("linux"):
         return [sys.executable, "-m", "app.child_guard", str(os.getpid()), *cli]
     return cli

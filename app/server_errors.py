@@ -6,7 +6,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from backend.errors import QuantDeskError
+from backend.core.errors import QuantDeskError
 
 
 class ServerProcessError(QuantDeskError):

@@ -42,9 +42,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import llama_cpp
 
-from backend.default_model import default_model_path
-from quantize.evaluate.compare import CompareConfig, run_compare
-from quantize.evaluate.eval_text import stdlib_docstring_text
+from backend.compare.compare import CompareConfig, run_compare
+from backend.compare.eval_text import stdlib_docstring_text
+from backend.settings.default_model import default_model_path
 
 QUANTS = {"Q8_0": 7, "Q6_K": 18, "Q4_K_M": 15, "Q2_K": 10}
 F16 = 1

@@ -51,7 +51,7 @@ from backend.bench import (
     write_plot,
 )
 from backend.bench.paired import paired_ratio
-from backend.default_model import resolve_model_path
+from backend.settings.default_model import resolve_model_path
 
 ROOT = Path(__file__).resolve().parent.parent
 VENV_BIN = Path(sys.executable).parent
@@ -81,7 +81,7 @@ class ServerSpec:
 
 def _ours(k: Knobs, port: int) -> list[str]:
     return [
-        str(VENV_BIN / "python"), "-m", "backend.cli.main", "serve", "--model", str(k.model),
+        str(VENV_BIN / "python"), "-m", "backend.entrypoints.main", "serve", "--model", str(k.model),
         "--host", "127.0.0.1", "--port", str(port),
         "-np", str(k.parallel), "-t", str(k.threads), "-tb", str(k.threads),
         "-c", str(k.ctx), "-b", str(k.batch), "-ub", str(k.ubatch),

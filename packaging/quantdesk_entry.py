@@ -41,7 +41,7 @@ def main() -> int:
     args = sys.argv[1:]
     if len(args) >= 2 and args[0] == "-m":
         return _run_module(args[1:])
-    from backend.cli.main import main as cli_main
+    from backend.entrypoints.main import main as cli_main
 
     return cli_main(args)
 

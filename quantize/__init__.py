@@ -5,5 +5,4 @@
 - :mod:`quantize.imatrix` / :mod:`quantize.imatrix_file` - importance matrix from calibration text
 - :mod:`quantize.pipeline` - one job: resolve source, convert once, imatrix, quantise each type
 - :mod:`quantize.quant_types` - the offered types (plain data, safe for the GUI)
-- :mod:`quantize.evaluate` - quality comparison of quants (PPL, KLD, answers)
 """

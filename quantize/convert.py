@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from backend.jobs.progress import Progress, ProgressCallback, no_progress
 from quantize.child_process import run_child
 from quantize.errors import (
     ConversionError,
@@ -29,7 +30,6 @@ from quantize.errors import (
     UnsupportedArchitectureError,
 )
 from quantize.output_files import final_path, part_path, write_error, writing
-from quantize.progress import Progress, ProgressCallback, no_progress
 
 log = logging.getLogger(__name__)
 

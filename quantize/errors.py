@@ -5,7 +5,10 @@ One root, :class:`QuantizeError`, with a specific subclass per failure a user ca
 
 from __future__ import annotations
 
-from backend.errors import QuantDeskError
+import threading
+
+from backend.core.errors import QuantDeskError
+from backend.jobs.errors import JobCancelledError
 
 
 class QuantizeError(QuantDeskError):
@@ -69,7 +72,13 @@ class CalibrationError(ImatrixError):
     """The calibration text is missing, empty or too short."""
 
 
-class QuantizeCancelledError(QuantizeError):
+class QuantizeCancelledError(QuantizeError, JobCancelledError):
     """The user cancelled the operation."""
 
     exit_code = 130
+
+
+def check_cancel(cancel: threading.Event | None, what: str) -> None:
+    """Raise :class:`QuantizeCancelledError` when ``cancel`` is set."""
+    if cancel is not None and cancel.is_set():
+        raise QuantizeCancelledError(f"{what} cancelled")

@@ -20,10 +20,10 @@ from typing import Any
 
 import numpy as np
 
-from quantize.errors import CalibrationError, ImatrixError
+from backend.jobs.progress import Progress, ProgressCallback, no_progress
+from quantize.errors import CalibrationError, ImatrixError, check_cancel
 from quantize.imatrix_file import Imatrix
 from quantize.llama_log import captured_llama_log, log_debug
-from quantize.progress import Progress, ProgressCallback, check_cancel, no_progress
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from backend.hub.units import human_bytes
+from backend.core.units import human_bytes
 from backend.hub.writer_lock import sole_writer
 from quantize.errors import OutputWriteError, QuantizeError
 

@@ -13,13 +13,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from backend.errors import ConfigError
+from backend.core.errors import ConfigError
+from backend.jobs.progress import Progress, ProgressCallback, no_progress
 from quantize.convert import ConvertResult, convert_hf_to_gguf
-from quantize.errors import QuantizeError, SourceNotFoundError
+from quantize.errors import QuantizeError, SourceNotFoundError, check_cancel
 from quantize.imatrix import compute_imatrix, read_calibration
 from quantize.imatrix_file import IMATRIX_SUFFIX, save_imatrix
 from quantize.output_files import base_model_name, default_output_dir
-from quantize.progress import Progress, ProgressCallback, check_cancel, no_progress
 from quantize.quant_types import QuantType, quant_type
 from quantize.quantizer import QuantizeResult, quantize_gguf
 

@@ -20,8 +20,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from backend.hub.errors import GGUFFormatError
-from backend.hub.gguf_header import GGUF_MAGIC, GGUFHeader, read_gguf_header
+from backend.gguf_file.errors import GGUFFormatError
+from backend.gguf_file.gguf_header import GGUF_MAGIC, GGUFHeader, read_gguf_header
+from backend.jobs.progress import Progress, ProgressCallback, no_progress
 from quantize.child_process import run_child
 from quantize.errors import (
     NotGGUFError,
@@ -42,7 +43,6 @@ from quantize.output_files import (
     write_json_atomic,
     writing,
 )
-from quantize.progress import Progress, ProgressCallback, no_progress
 from quantize.quant_types import QuantType, quant_type
 from quantize.quantize_worker import PARENT_PID_ENV
 

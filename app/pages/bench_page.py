@@ -35,7 +35,7 @@ from app.theme import MUTED, SERIES
 from app.widgets.common import page_header, scroll_column, set_button_role
 from app.workers.bench_worker import BenchWorker
 from backend.bench import BenchConfig, BenchError, BenchResult
-from backend.default_model import DEFAULT_MODEL_ID
+from backend.settings.default_model import DEFAULT_MODEL_ID
 
 log = logging.getLogger(__name__)
 

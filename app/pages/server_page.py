@@ -35,7 +35,7 @@ from app.server_process import ServerState
 from app.snippets import SNIPPETS
 from app.widgets.common import Banner, StatusLight, page_header, set_button_role
 from app.widgets.fit_bar import FitBar
-from backend.default_model import DEFAULT_MODEL_ID
+from backend.settings.default_model import DEFAULT_MODEL_ID
 from backend.settings.engine_settings import CacheType
 
 log = logging.getLogger(__name__)

@@ -1,6 +1,6 @@
 """A coloured pill that says whether a model fits this machine, and the check behind it.
 
-The verdict comes from ``backend.hub.fit_estimate`` (weights, KV cache and compute
+The verdict comes from ``backend.fit.fit_estimate`` (weights, KV cache and compute
 buffer against free RAM/VRAM) with the Server page's knobs; for a Hub file the GGUF
 header is read with HTTP Range requests, never the weights.
 """
@@ -16,7 +16,7 @@ from PySide6.QtWidgets import QLabel, QWidget
 
 from app.app_settings import ServerKnobs
 from app.theme import BAD, GOOD, IDLE, WARN
-from backend.errors import QuantDeskError
+from backend.core.errors import QuantDeskError
 
 log = logging.getLogger(__name__)
 
@@ -40,9 +40,9 @@ class FitVerdict:
 def remote_fits(repo_id: str, filenames: list[str], knobs: ServerKnobs,
                 revision: str | None = None, limit: int = 24) -> dict[str, FitVerdict]:
     """Fit verdicts for GGUF files of a Hub repo (blocking: run it in a worker)."""
-    from backend.hub.fit_estimate import FitSettings, estimate_fit
+    from backend.fit.fit_estimate import FitSettings, estimate_fit
+    from backend.fit.memory_probe import probe_memory
     from backend.hub.hub_search import remote_gguf_header
-    from backend.hub.memory_probe import probe_memory
 
     memory = probe_memory()
     settings = FitSettings(

@@ -12,7 +12,7 @@ import time
 
 from PySide6.QtCore import QThread, Signal
 
-from backend.errors import QuantDeskError
+from backend.core.errors import QuantDeskError
 from backend.hub.download_manager import DownloadProgress, pull
 from backend.hub.errors import DownloadCancelledError
 

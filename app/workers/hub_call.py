@@ -8,7 +8,7 @@ from typing import Any
 
 from PySide6.QtCore import QObject, QThread, Signal
 
-from backend.errors import QuantDeskError
+from backend.core.errors import QuantDeskError
 
 log = logging.getLogger(__name__)
 

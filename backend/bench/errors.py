@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from backend.errors import QuantDeskError
+from backend.core.errors import QuantDeskError
 
 
 class BenchError(QuantDeskError):

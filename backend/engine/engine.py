@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 from jinja2 import TemplateError
 
-from backend.default_model import DEFAULT_MODEL_ID, default_model_path, resolve_model_path
+from backend.core.errors import ConfigError
 from backend.engine.chat_template import ChatTemplate
 from backend.engine.errors import ContextOverflowError, EngineError
 from backend.engine.model_runtime import ModelRuntime, gpu_offload_supported
@@ -27,7 +27,7 @@ from backend.engine.sampler_chain import SamplerChain
 from backend.engine.scheduler import Scheduler
 from backend.engine.sequence import Sequence
 from backend.engine.stop_detector import StopDetector
-from backend.errors import ConfigError
+from backend.settings.default_model import DEFAULT_MODEL_ID, default_model_path, resolve_model_path
 from backend.settings.engine_settings import EngineSettings
 from backend.system import system_snapshot
 

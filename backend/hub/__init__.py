@@ -1,4 +1,4 @@
-"""Model hub: Hugging Face search, resumable verified downloads, the local library, fit estimates.
+"""Model hub: Hugging Face search, resumable verified downloads, the local library.
 
 No Qt and no llama_cpp here (the GUI imports this package). Where things are:
 
@@ -6,9 +6,6 @@ No Qt and no llama_cpp here (the GUI imports this package). Where things are:
 - ``download_manager``: ``DownloadManager`` / ``pull`` (progress callback, cancel event, resume,
   SHA-256 check, disk-space check, atomic move into the library)
 - ``library``: ``ModelLibrary`` (entries described from file headers, safe delete)
-- ``gguf_header``: ``read_gguf_header`` (metadata and tensor infos, never tensor data)
-- ``fit_estimate``: ``estimate_fit`` (weights, KV, compute, verdict)
-- ``memory_probe``: free RAM (psutil) and VRAM per GPU (nvidia-ml-py)
 - ``hub_settings``: ``HubSettings`` (``QUANTDESK_MODELS_DIR``, endpoint, token)
 - ``errors``: ``HubError`` and its subclasses
 """

@@ -34,6 +34,8 @@ from urllib.parse import urlparse
 from huggingface_hub import constants, get_hf_file_metadata, hf_hub_url
 from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
 
+from backend.core.units import human_bytes
+from backend.gguf_file.split_gguf import split_part_names
 from backend.hub.errors import (
     ChecksumMismatchError,
     DiskSpaceError,
@@ -45,8 +47,6 @@ from backend.hub.errors import (
 from backend.hub.hub_errors import hub_errors
 from backend.hub.hub_search import HubFile, RepoListing, list_repo_files
 from backend.hub.hub_settings import HubSettings
-from backend.hub.split_gguf import split_part_names
-from backend.hub.units import human_bytes
 from backend.hub.writer_lock import sole_writer
 
 log = logging.getLogger(__name__)

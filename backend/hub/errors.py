@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from backend.errors import QuantDeskError
+from backend.core.errors import QuantDeskError
 
 
 class HubError(QuantDeskError):
-    """Root of all model-hub errors (search, download, library, GGUF reading, fit)."""
+    """Root of all model-hub errors (search, download, library)."""
 
 
 class HubConnectionError(HubError):
@@ -45,7 +45,3 @@ class DownloadCancelledError(DownloadError):
 
 class LibraryError(HubError):
     """A library operation was refused (e.g. deleting outside the models folder)."""
-
-
-class GGUFFormatError(HubError):
-    """A file is not a readable GGUF file."""

@@ -16,6 +16,7 @@ from huggingface_hub.errors import (
     RevisionNotFoundError,
 )
 
+from backend.core.errors import QuantDeskError
 from backend.hub.errors import (
     HubAccessError,
     HubConnectionError,
@@ -33,11 +34,11 @@ def _status(exc: HfHubHTTPError) -> int | None:
 
 def translate(
     exc: BaseException, *, repo_id: str, endpoint: str, filename: str | None = None
-) -> HubError:
+) -> QuantDeskError:
     """A user-facing HubError for an exception raised while talking to the Hub."""
     page = f"{endpoint}/{repo_id}"
     what = f"{repo_id}/{filename}" if filename else repo_id
-    if isinstance(exc, HubError):
+    if isinstance(exc, QuantDeskError):  # already user-facing (a HubError, a GGUFFormatError)
         return exc
     if isinstance(exc, GatedRepoError):
         if _status(exc) == 403:

@@ -13,9 +13,10 @@ from huggingface_hub import HfApi
 from huggingface_hub.hf_api import ModelInfo
 from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
 
-from backend.hub.errors import GGUFFormatError, HubError
-from backend.hub.ggml_types import quant_from_filename
-from backend.hub.gguf_header import GGUFHeader, GGUFTruncatedError, parse_gguf_header
+from backend.gguf_file.errors import GGUFFormatError
+from backend.gguf_file.ggml_types import quant_from_filename
+from backend.gguf_file.gguf_header import GGUFHeader, GGUFTruncatedError, parse_gguf_header
+from backend.hub.errors import HubError
 from backend.hub.hub_errors import hub_errors
 from backend.hub.hub_settings import HubSettings
 

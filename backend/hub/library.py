@@ -16,13 +16,14 @@ from math import prod
 from pathlib import Path
 from typing import Any
 
-from backend.default_model import DEFAULT_MODEL_ID, default_model_path
-from backend.errors import ModelNotFoundError, QuantDeskError
+from backend.core.errors import ModelNotFoundError, QuantDeskError
+from backend.gguf_file.errors import GGUFFormatError
+from backend.gguf_file.gguf_header import read_gguf_header
+from backend.gguf_file.split_gguf import SPLIT_NAME, split_part_names
 from backend.hub.download_manager import PARTIAL_DIR, SOURCE_FILE
-from backend.hub.errors import GGUFFormatError, LibraryError
-from backend.hub.gguf_header import read_gguf_header
+from backend.hub.errors import LibraryError
 from backend.hub.hub_settings import HubSettings
-from backend.hub.split_gguf import SPLIT_NAME, split_part_names
+from backend.settings.default_model import DEFAULT_MODEL_ID, default_model_path
 
 log = logging.getLogger(__name__)
 

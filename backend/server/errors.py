@@ -9,13 +9,13 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from backend.core.errors import QuantDeskError
 from backend.engine.errors import (
     ContextOverflowError,
     EngineStoppedError,
     InvalidRequestError,
     QueueFullError,
 )
-from backend.errors import QuantDeskError
 
 log = logging.getLogger(__name__)
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import uvicorn
 
+from backend.core.errors import ConfigError
 from backend.engine.errors import ModelLoadError
-from backend.errors import ConfigError
 from backend.server.app_factory import create_app
 from backend.server.host_check import is_loopback
 from backend.settings import EngineSettings, ServerSettings

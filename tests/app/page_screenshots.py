@@ -79,8 +79,8 @@ def take(out: Path, size: tuple[int, int] = (1440, 900)) -> list[Path]:
     from app.pages.compare_page import ComparePage
     from app.pages.models_page import ModelsPage
     from app.pages.quantize_page import QuantizePage
-    from backend.default_model import default_model_path
     from backend.hub.library import ModelLibrary
+    from backend.settings.default_model import default_model_path
     from tests.app.layout_check import layout_problems
 
     smollm2 = default_model_path()

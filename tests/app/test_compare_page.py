@@ -14,7 +14,7 @@ from pytestqt.qtbot import QtBot
 
 from app.app_settings import AppSettings
 from app.pages.compare_page import RESULT_COLUMNS, ComparePage, compare_arguments
-from backend.cli.main import build_parser
+from backend.entrypoints.main import build_parser
 from backend.hub.library import ModelLibrary
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -33,7 +33,7 @@ def _make_q8_0(source: Path) -> Path:
     """A second model in the library: SmolLM2 re-quantised to Q8_0 by the real CLI."""
     out = ModelLibrary().root
     subprocess.run(
-        [sys.executable, "-m", "backend.cli.main", "quantize", str(source), "--type", "Q8_0",
+        [sys.executable, "-m", "backend.entrypoints.main", "quantize", str(source), "--type", "Q8_0",
          "--allow-requantize", "--out", str(out), "--threads", "2"],
         check=True, cwd=ROOT, capture_output=True, timeout=300,
     )

@@ -8,7 +8,7 @@ from pytestqt.qtbot import QtBot
 from app.main_window import MainWindow
 from app.pages.server_page import ServerPage
 
-pytest.importorskip("backend.hub.fit_estimate")
+pytest.importorskip("backend.fit.fit_estimate")
 
 
 def test_knobs_change_the_fit_estimate(window: MainWindow, qtbot: QtBot) -> None:

@@ -14,7 +14,7 @@ from app.ring_buffer import RingBuffer
 from app.server_command import base_url, launcher_prefix, serve_arguments
 from app.server_errors import explain_exit
 from app.snippets import SNIPPETS
-from backend.cli.main import build_parser
+from backend.entrypoints.main import build_parser
 
 
 def test_serve_arguments_are_accepted_by_the_real_cli(tmp_path: Path) -> None:
@@ -22,7 +22,7 @@ def test_serve_arguments_are_accepted_by_the_real_cli(tmp_path: Path) -> None:
                         api_key="sekret", cors_origins=["http://a", "http://b"], port=0,
                         kv_per_slot=True)
     args = serve_arguments(knobs, tmp_path / "port")
-    assert launcher_prefix()[-3:] == [sys.executable, "-m", "backend.cli.main"]
+    assert launcher_prefix()[-3:] == [sys.executable, "-m", "backend.entrypoints.main"]
     parsed = build_parser().parse_args(args)
     assert parsed.command == "serve"
     assert parsed.ctx_size == "1024" or parsed.ctx_size == 1024

@@ -13,7 +13,7 @@ from pytestqt.qtbot import QtBot
 
 from app.app_settings import AppSettings
 from app.pages.models_page import ModelsPage
-from backend.default_model import DEFAULT_MODEL_ID
+from backend.settings.default_model import DEFAULT_MODEL_ID
 from tests.hub.conftest import (  # noqa: F401  (fixtures)
     GGUF_FILE,
     GGUF_REPO,

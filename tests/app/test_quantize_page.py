@@ -8,7 +8,7 @@ from pytestqt.qtbot import QtBot
 
 from app.app_settings import AppSettings
 from app.pages.quantize_page import QuantizePage, quantize_arguments
-from backend.cli.main import build_parser
+from backend.entrypoints.main import build_parser
 from backend.hub.library import ModelLibrary
 
 

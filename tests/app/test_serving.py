@@ -199,7 +199,7 @@ def test_missing_model_is_reported_in_plain_words(window: MainWindow, qtbot: QtB
 _LIMITED = (
     "import os, resource, sys; "
     "resource.setrlimit(resource.RLIMIT_AS, (2_500_000_000, 2_500_000_000)); "
-    "os.execv(sys.executable, [sys.executable, '-m', 'backend.cli.main', *sys.argv[1:]])"
+    "os.execv(sys.executable, [sys.executable, '-m', 'backend.entrypoints.main', *sys.argv[1:]])"
 )
 
 

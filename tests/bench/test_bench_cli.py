@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from backend.cli.main import main
+from backend.entrypoints.main import main
 
 from .stream_server import stream_server
 

@@ -23,7 +23,7 @@ def quantdesk_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     port_file = folder / "port"
     log = (folder / "serve.log").open("wb")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "backend.cli.main", "serve", "--model", "default",
+        [sys.executable, "-m", "backend.entrypoints.main", "serve", "--model", "default",
          "--host", "127.0.0.1", "--port", "0", "--port-file", str(port_file),
          "-np", "2", "-t", "1", "-c", "2048"],
         stdout=log, stderr=subprocess.STDOUT,

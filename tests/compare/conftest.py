@@ -29,7 +29,7 @@ def _quantize(src: Path, dst: Path, ftype: int) -> Path:
 @pytest.fixture(scope="session")
 def smollm2_quants(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """{"F16": reference, "Q8_0": ..., "Q4_K_M": ..., "Q2_K": ...} as GGUF paths."""
-    from backend.default_model import default_model_path
+    from backend.settings.default_model import default_model_path
 
     out = tmp_path_factory.mktemp("compare-models")
     models = {"F16": _quantize(default_model_path(), out / "smollm2-F16.gguf", F16)}

@@ -10,16 +10,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from backend.cli.main import main as cli_main
-from quantize.evaluate.base_logits import BaseLogitsWriter
-from quantize.evaluate.compare import CompareConfig, run_compare
-from quantize.evaluate.errors import CompareCancelledError, IncompatibleModelsError
-from quantize.evaluate.eval_text import stdlib_docstring_text
-from quantize.evaluate.gate import gate_failures
-from quantize.evaluate.llama_model import LoadedModel
-from quantize.evaluate.results import CompareResult
-from quantize.evaluate.scoring import make_plan, score_reference
-from quantize.progress import Progress
+from backend.compare.base_logits import BaseLogitsWriter
+from backend.compare.compare import CompareConfig, run_compare
+from backend.compare.errors import CompareCancelledError, IncompatibleModelsError
+from backend.compare.eval_text import stdlib_docstring_text
+from backend.compare.gate import gate_failures
+from backend.compare.llama_model import LoadedModel
+from backend.compare.results import CompareResult
+from backend.compare.scoring import make_plan, score_reference
+from backend.entrypoints.main import main as cli_main
+from backend.jobs.progress import Progress
 
 pytestmark = pytest.mark.slow  # about a minute on an idle 2-core machine
 

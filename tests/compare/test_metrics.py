@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from quantize.evaluate.metrics import (
+from backend.compare.metrics import (
     BlockMetrics,
     KldAccumulator,
     compare_block,

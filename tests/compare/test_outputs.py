@@ -10,14 +10,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from quantize.evaluate.base_logits import BaseLogitsReader, BaseLogitsWriter, scored_per_chunk
-from quantize.evaluate.errors import BaseLogitsError, EvaluationTextError
-from quantize.evaluate.eval_text import load_text, stdlib_docstring_text
-from quantize.evaluate.gate import gate_failures
-from quantize.evaluate.metrics import encode_log_probs, row_width
-from quantize.evaluate.plot import plot_png
-from quantize.evaluate.report_html import render_html
-from quantize.evaluate.results import (
+from backend.compare.base_logits import BaseLogitsReader, BaseLogitsWriter, scored_per_chunk
+from backend.compare.errors import BaseLogitsError, EvaluationTextError
+from backend.compare.eval_text import load_text, stdlib_docstring_text
+from backend.compare.gate import gate_failures
+from backend.compare.metrics import encode_log_probs, row_width
+from backend.compare.plot import plot_png
+from backend.compare.report_html import render_html
+from backend.compare.results import (
     Answer,
     CandidateResult,
     CompareResult,
@@ -176,7 +176,7 @@ def test_unmeasured_numbers_are_null_in_strict_json(tmp_path: Path) -> None:
 
 
 def test_cli_summary_table_handles_unmeasured_numbers() -> None:
-    from backend.cli.compare_cmd import _table
+    from backend.entrypoints.compare_cmd import _table
 
     result = _result()
     result.candidates[0].gen_tok_s = math.nan

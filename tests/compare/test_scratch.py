@@ -12,9 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from quantize.evaluate.base_logits import BaseLogitsWriter, scored_per_chunk
-from quantize.evaluate.metrics import row_width
-from quantize.evaluate.scratch import (
+from backend.compare.base_logits import BaseLogitsWriter, scored_per_chunk
+from backend.compare.metrics import row_width
+from backend.compare.scratch import (
     PREFIX,
     ScratchSpaceError,
     base_file_bytes,

@@ -7,10 +7,10 @@ from collections.abc import Iterator
 import llama_cpp
 import pytest
 
-from backend.default_model import default_model_path
 from backend.engine.model_runtime import ModelRuntime
 from backend.engine.request_types import SamplingParams
 from backend.engine.sampler_chain import SamplerChain
+from backend.settings.default_model import default_model_path
 from backend.settings.engine_settings import EngineSettings
 
 PROMPT = "The capital of France is Paris. The capital of Italy is"

@@ -6,8 +6,8 @@ import argparse
 
 import pytest
 
-from backend.cli.main import build_parser, main
-from backend.cli.models_cmd import WONT_FIT_EXIT
+from backend.entrypoints.main import build_parser, main
+from backend.entrypoints.models_cmd import WONT_FIT_EXIT
 
 
 def _parsers(

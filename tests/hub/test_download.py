@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from backend.cli.main import main
+from backend.entrypoints.main import main
 from backend.hub import download_manager
 from backend.hub.download_manager import DownloadManager, DownloadProgress, pull
 from backend.hub.errors import (

@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from backend.hub.fit_estimate import FitSettings, estimate_fit
-from backend.hub.gguf_header import read_gguf_header
-from backend.hub.memory_probe import AvailableMemory, GpuMemory, probe_memory
+from backend.fit.fit_estimate import FitSettings, estimate_fit
+from backend.fit.memory_probe import AvailableMemory, GpuMemory, probe_memory
+from backend.gguf_file.gguf_header import read_gguf_header
 from tests.hub.gguf_writer import tiny_gemma2, tiny_llama
 
 llama_cpp = pytest.importorskip("llama_cpp")

@@ -21,9 +21,10 @@ from pathlib import Path
 
 import pytest
 
-from backend.hub.errors import GGUFFormatError, HubError
-from backend.hub.fit_estimate import FitSettings, estimate_fit
-from backend.hub.gguf_header import (
+from backend.fit.errors import FitError
+from backend.fit.fit_estimate import FitSettings, estimate_fit
+from backend.gguf_file.errors import GGUFFormatError
+from backend.gguf_file.gguf_header import (
     GGUFHeader,
     GGUFIncompleteError,
     GGUFTruncatedError,
@@ -60,7 +61,7 @@ def _only_format_errors(parse: Callable[[], GGUFHeader]) -> str:
         return "rejected"
     try:
         _use(header)
-    except HubError:  # GGUFFormatError, or a fit refused for a reason it names
+    except (GGUFFormatError, FitError):  # a bad file, or a fit refused for a reason it names
         return "refused"
     return "read"
 

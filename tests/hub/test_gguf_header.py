@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from backend.hub.errors import GGUFFormatError
-from backend.hub.ggml_types import GGML_TYPES_BY_NAME, cache_type, quant_from_filename
-from backend.hub.gguf_header import (
+from backend.gguf_file.errors import GGUFFormatError
+from backend.gguf_file.ggml_types import GGML_TYPES_BY_NAME, cache_type, quant_from_filename
+from backend.gguf_file.gguf_header import (
     ArrayInfo,
     GGUFTruncatedError,
     is_gguf,

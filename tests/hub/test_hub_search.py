@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from backend.cli.main import main
-from backend.hub.gguf_header import read_gguf_header
+from backend.entrypoints.main import main
+from backend.gguf_file.gguf_header import read_gguf_header
 from backend.hub.hub_search import list_repo_files, remote_gguf_header, search_models
 from tests.hub.conftest import GATED_REPO, GGUF_FILE, GGUF_REPO, ST_REPO
 from tests.hub.hub_stand_in import HubStandIn

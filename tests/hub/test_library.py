@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from backend.cli.main import main
-from backend.errors import ModelNotFoundError
+from backend.core.errors import ModelNotFoundError
+from backend.entrypoints.main import main
+from backend.gguf_file.gguf_header import read_gguf_header
 from backend.hub.download_manager import pull
 from backend.hub.errors import LibraryError
-from backend.hub.gguf_header import read_gguf_header
 from backend.hub.library import ModelLibrary
 from tests.hub.conftest import GGUF_FILE, GGUF_REPO, ST_REPO
 from tests.hub.gguf_writer import U64, tiny_gemma2, tiny_llama, write_gguf

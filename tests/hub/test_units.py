@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from backend.hub.units import human_bytes
+from backend.core.units import human_bytes
 
 
 def test_sizes_are_binary_units() -> None:

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
+from backend.jobs.progress import Progress
 from quantize.errors import QuantizeCancelledError
-from quantize.progress import Progress
 from quantize.quantizer import quantize_gguf
 
 FINAL = "SmolLM2-135M-Instruct-Q4_K_M.gguf"
@@ -44,7 +44,7 @@ def _start_cli(
         [
             sys.executable,
             "-m",
-            "backend.cli.main",
+            "backend.entrypoints.main",
             "quantize",
             str(source),
             "--type",

@@ -10,7 +10,7 @@ from pathlib import Path
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "backend.cli.main", "quantize", *args],
+        [sys.executable, "-m", "backend.entrypoints.main", "quantize", *args],
         capture_output=True, text=True, timeout=300,
     )
 

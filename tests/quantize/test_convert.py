@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from backend.hub.gguf_header import read_gguf_header
+from backend.gguf_file.gguf_header import read_gguf_header
+from backend.jobs.progress import Progress
 from quantize.convert import convert_hf_to_gguf
 from quantize.errors import (
     MissingTokenizerError,
@@ -16,7 +17,6 @@ from quantize.errors import (
     SourceNotFoundError,
     UnsupportedArchitectureError,
 )
-from quantize.progress import Progress
 
 
 def test_convert_tiny_llama_to_f16_and_bf16(tiny_hf_model: Path, tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from backend.cli.main import main
+from backend.entrypoints.main import main
 from backend.hub.library import ModelLibrary
 from tests.quantize.test_cancel import _processes_writing, _start_cli, _wait_for_tensor
 

@@ -9,10 +9,10 @@ from typing import Any, cast
 import llama_cpp
 import pytest
 
-from backend.hub.gguf_header import read_gguf_header
+from backend.gguf_file.gguf_header import read_gguf_header
+from backend.jobs.progress import Progress
 from quantize.errors import NotGGUFError, SourceNotFoundError, UnknownQuantTypeError
 from quantize.pipeline import run_quantize_job
-from quantize.progress import Progress
 from quantize.quant_types import QUANT_TYPES, quant_type
 from quantize.quantizer import quantize_gguf
 

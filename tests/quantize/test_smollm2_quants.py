@@ -9,7 +9,7 @@ from typing import Any, cast
 import llama_cpp
 import pytest
 
-from backend.hub.gguf_header import read_gguf_header
+from backend.gguf_file.gguf_header import read_gguf_header
 from quantize.errors import RequantizeNotAllowedError
 from quantize.quantizer import quantize_gguf
 

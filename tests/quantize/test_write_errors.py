@@ -60,7 +60,7 @@ def _cli_quantize(source: Path, out: Path, **popen: object) -> subprocess.Comple
         [
             sys.executable,
             "-m",
-            "backend.cli.main",
+            "backend.entrypoints.main",
             "quantize",
             str(source),
             "--type",

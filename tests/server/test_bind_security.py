@@ -13,12 +13,12 @@ import httpx
 import pytest
 from pydantic import ValidationError
 
-from backend.errors import ConfigError
+from backend.core.errors import ConfigError
 from backend.server.runner import check_bind_policy
 from backend.settings import ServerSettings
 from tests.server.conftest import start_server, wait_healthy
 
-CLI = [sys.executable, "-m", "backend.cli.main"]
+CLI = [sys.executable, "-m", "backend.entrypoints.main"]
 
 
 def _serve(*args: str) -> subprocess.CompletedProcess[str]:

@@ -173,7 +173,7 @@ def test_embeddings_do_not_disturb_generation(live_server: LiveServer) -> None:
 def reranker_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     """SmolLM2 re-declared as a reranker (rank pooling): it must refuse to embed."""
     folder = tmp_path_factory.mktemp("reranker")
-    from backend.default_model import default_model_path
+    from backend.settings.default_model import default_model_path
 
     path: Path = copy_with_metadata(
         default_model_path(), folder / "smollm2-rank.gguf", {"llama.pooling_type": 4}

@@ -20,7 +20,7 @@ import pytest
 
 from tests.server.conftest import child_base_url, wait_healthy
 
-SERVE = [sys.executable, "-m", "backend.cli.main", "serve", "-m", "default", "--port", "0"]
+SERVE = [sys.executable, "-m", "backend.entrypoints.main", "serve", "-m", "default", "--port", "0"]
 
 
 @pytest.fixture(scope="module")

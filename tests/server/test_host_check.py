@@ -8,11 +8,11 @@ import socket
 import httpx
 import pytest
 
-from backend.cli.flags import settings_from_args
-from backend.cli.main import build_parser
+from backend.entrypoints.main import build_parser
 from backend.server.app_factory import create_app
 from backend.server.host_check import host_name
 from backend.settings import EngineSettings, ServerSettings
+from backend.settings.flags import settings_from_args
 from tests.server.conftest import LiveServer
 
 HTTP = httpx.Client(timeout=60.0)

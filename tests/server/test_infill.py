@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from backend.default_model import default_model_path
+from backend.settings.default_model import default_model_path
 from tests.hub.gguf_writer import copy_with_metadata
 from tests.server.conftest import LiveServer, start_server, wait_healthy
 

@@ -13,7 +13,7 @@ from tests.server.conftest import child_base_url, wait_healthy
 
 HTTP = httpx.Client(timeout=120.0)
 
-CLI = [sys.executable, "-m", "backend.cli.main"]
+CLI = [sys.executable, "-m", "backend.entrypoints.main"]
 
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:

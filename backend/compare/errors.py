@@ -1,0 +1,44 @@
+"""User-facing errors of the quality comparison (``quantdesk compare``)."""
+
+from __future__ import annotations
+
+from backend.core.errors import QuantDeskError
+from backend.jobs.errors import JobCancelledError
+
+
+class EvaluateError(QuantDeskError):
+    """Base class of every error raised by :mod:`backend.compare`."""
+
+
+class ModelLoadError(EvaluateError):
+    """llama.cpp could not load a GGUF or create a context for it."""
+
+
+class DecodeError(EvaluateError):
+    """``llama_decode`` failed while evaluating a model."""
+
+
+class EvaluationTextError(EvaluateError):
+    """The evaluation text is missing, unreadable or too short for the context size."""
+
+    exit_code = 2
+
+
+class IncompatibleModelsError(EvaluateError):
+    """A candidate does not share the reference's vocabulary."""
+
+
+class BaseLogitsError(EvaluateError):
+    """The stored reference log-probabilities are missing or do not match this run."""
+
+
+class CompareCancelledError(EvaluateError, JobCancelledError):
+    """The user cancelled the comparison."""
+
+    exit_code = 130
+
+
+class GateFailedError(EvaluateError):
+    """A candidate exceeded ``--max-kld`` or ``--max-ppl-ratio``."""
+
+    exit_code = 5

@@ -1,0 +1,378 @@
+"""``quantdesk models``: search the Hub, pull files, list and remove library models, fit check."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+from backend.entrypoints.progress_bar import TerminalProgressBar, human_bytes
+from backend.entrypoints.quantize_cmd import positive_int
+from backend.fit.fit_estimate import FitEstimate, FitSettings, estimate_fit
+from backend.fit.memory_probe import probe_memory
+from backend.gguf_file.ggml_types import CACHE_TYPES
+from backend.gguf_file.gguf_header import read_gguf_header
+from backend.hub.download_manager import DownloadManager, DownloadProgress
+from backend.hub.hub_search import (
+    RepoListing,
+    list_repo_files,
+    remote_gguf_header,
+    search_models,
+)
+from backend.hub.hub_settings import HubSettings
+from backend.hub.library import ModelLibrary
+from backend.settings.engine_settings import EngineSettings
+
+
+def _settings(args: argparse.Namespace) -> HubSettings:
+    models_dir = getattr(args, "models_dir", None)
+    return HubSettings.model_validate({"models_dir": Path(models_dir)} if models_dir else {})
+
+
+def _emit_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, indent=2) + "\n")
+
+
+def _out(line: str = "") -> None:
+    sys.stdout.write(line + "\n")
+
+
+# --- search / files ---------------------------------------------------------------------------
+def _cmd_search(args: argparse.Namespace) -> int:
+    results = search_models(
+        args.query, kind=args.kind, sort=args.sort, limit=args.limit, settings=_settings(args)
+    )
+    if args.json:
+        _emit_json([r.to_dict() for r in results])
+        return 0
+    if not results:
+        _out("no models found")
+        return 0
+    _out(f"{'REPO':<56} {'KIND':<11} {'DOWNLOADS':>10} {'LIKES':>6}  UPDATED")
+    for r in results:
+        gated = " (gated)" if r.gated else ""
+        _out(
+            f"{r.repo_id + gated:<56} {r.kind:<11} {r.downloads or 0:>10} {r.likes or 0:>6}  "
+            f"{(r.last_modified or '')[:10]}"
+        )
+    return 0
+
+
+def _inspect(args: argparse.Namespace, listing: RepoListing) -> dict[str, dict[str, Any]]:
+    """GGUF metadata of each GGUF file, read remotely from its header (a few MB per file)."""
+    result: dict[str, dict[str, Any]] = {}
+    for f in listing.gguf_files:
+        header = remote_gguf_header(
+            listing.repo_id, f.path, revision=listing.revision, settings=_settings(args)
+        )
+        result[f.path] = {
+            "architecture": header.architecture,
+            "file_type": header.file_type_name,
+            "parameter_count": header.parameter_count,
+            "context_length": header.context_length,
+            "has_chat_template": header.chat_template is not None,
+        }
+    return result
+
+
+def _cmd_files(args: argparse.Namespace) -> int:
+    listing = list_repo_files(args.repo, revision=args.revision, settings=_settings(args))
+    metadata = _inspect(args, listing) if args.inspect else {}
+    if args.json:
+        data = listing.to_dict()
+        for entry in data["files"]:
+            if entry["path"] in metadata:
+                entry["metadata"] = metadata[entry["path"]]
+        _emit_json(data)
+        return 0
+    _out(f"{listing.repo_id} @ {listing.revision}" + ("  (gated)" if listing.gated else ""))
+    for f in listing.files:
+        meta = metadata.get(f.path)
+        quant = (meta["file_type"] if meta else None) or f.quant or ""
+        extra = f"  {meta['architecture']}, ctx {meta['context_length']}" if meta else ""
+        _out(f"  {f.path:<60} {human_bytes(f.size):>10}  {f.kind:<11} {quant}{extra}")
+    if listing.is_safetensors_source:
+        _out("safetensors model: 'quantdesk models pull' fetches it for conversion to GGUF")
+    return 0
+
+
+# --- pull ---------------------------------------------------------------------------------------
+class _JsonlProgress:
+    def __call__(self, p: DownloadProgress) -> None:
+        sys.stdout.write(
+            json.dumps(
+                {
+                    "type": "progress",
+                    "stage": p.stage,
+                    "done": p.done_bytes,
+                    "total": p.total_bytes or 0,
+                    "message": p.filename,
+                    "bytes_per_s": p.bytes_per_s,
+                    "eta_s": p.eta_s,
+                    "file_index": p.file_index,
+                    "file_count": p.file_count,
+                }
+            )
+            + "\n"
+        )
+        sys.stdout.flush()
+
+
+def _cmd_pull(args: argparse.Namespace) -> int:
+    progress = _JsonlProgress() if args.progress_jsonl else TerminalProgressBar(sys.stderr)
+    manager = DownloadManager(_settings(args), progress=progress, cancel=threading.Event())
+    try:
+        paths = manager.pull(args.repo, args.files or None, revision=args.revision)
+    except Exception as exc:
+        if args.progress_jsonl:
+            _out(json.dumps({"type": "error", "message": str(exc)}))
+        raise
+    if args.progress_jsonl:
+        _out(json.dumps({"type": "result", "paths": [str(p) for p in paths]}))
+    else:
+        for path in paths:
+            _out(str(path))
+    return 0
+
+
+# --- list / rm ----------------------------------------------------------------------------------
+def _cmd_list(args: argparse.Namespace) -> int:
+    entries = ModelLibrary(_settings(args)).entries()
+    if args.json:
+        _emit_json([e.to_dict() for e in entries])
+        return 0
+    _out(
+        f"{'NAME':<52} {'SIZE':>9} {'ARCH':<10} {'PARAMS':>8} {'QUANT':<8} {'BPW':>5} "
+        f"{'CTX':>7} CHAT"
+    )
+    for e in entries:
+        params = f"{e.parameter_count / 1e9:.2f}B" if e.parameter_count else "?"
+        bpw = f"{e.bits_per_weight:.2f}" if e.bits_per_weight else "?"
+        chat = "yes" if e.has_chat_template else "no"
+        name = e.name + (" (embedded)" if e.source == "embedded" else "")
+        _out(
+            f"{name:<52} {human_bytes(e.size_bytes):>9} {e.architecture or '?':<10} {params:>8} "
+            f"{e.file_type or '?':<8} {bpw:>5} {e.context_length or 0:>7} {chat}"
+        )
+        if e.error:
+            _out(f"    {e.error}")
+    return 0
+
+
+def _cmd_partials(args: argparse.Namespace) -> int:
+    manager = DownloadManager(_settings(args))
+    if args.discard:
+        removed = manager.discard_partial_downloads() + manager.discard_unfinished_outputs()
+        for path, size in removed:
+            _out(f"deleted {path} ({human_bytes(size)})")
+        for o in manager.unfinished_outputs():
+            _out(f"kept {o.path.name}: a running quantisation is writing it")
+        _out(f"freed {human_bytes(sum(size for _, size in removed))}")
+        return 0
+    parts = manager.partial_downloads()
+    for path, size in parts:
+        _out(f"{human_bytes(size):>9}  {path}")
+    _out(
+        f"{len(parts)} unfinished download(s), {human_bytes(sum(s for _, s in parts))}; "
+        "'quantdesk models pull' resumes one, --discard deletes them"
+    )
+    outputs = manager.unfinished_outputs()
+    for o in outputs:
+        state = "being written" if o.in_use else "left by a quantisation that died"
+        _out(f"{human_bytes(o.size):>9}  {o.path}  ({state})")
+    if outputs:
+        dead = [o for o in outputs if not o.in_use]
+        _out(
+            f"{len(outputs)} unfinished quantisation output(s), "
+            f"{human_bytes(sum(o.size for o in outputs))}; --discard deletes the "
+            f"{len(dead)} left by runs that died ({human_bytes(sum(o.size for o in dead))})"
+        )
+    return 0
+
+
+def _cmd_rm(args: argparse.Namespace) -> int:
+    removed = ModelLibrary(_settings(args)).delete(args.name)
+    for path in removed:
+        _out(f"deleted {path}")
+    return 0
+
+
+# --- fit ----------------------------------------------------------------------------------------
+# ``models fit`` exits with this when the model won't fit, so scripts can tell (1 and 2 are
+# errors, 3 a model that is not found).
+WONT_FIT_EXIT = 4
+
+
+def fit_settings_from_args(args: argparse.Namespace) -> FitSettings:
+    """Engine defaults (and QUANTDESK_* environment), overridden by the flags given."""
+    engine = EngineSettings.model_validate({})
+
+    def pick(name: str, default: Any) -> Any:
+        value = getattr(args, name, None)
+        return default if value is None else value
+
+    return FitSettings(
+        n_ctx=pick("ctx_size", engine.ctx_size),
+        n_parallel=pick("parallel", engine.parallel),
+        prefix_cache_entries=engine.prefix_cache_entries,
+        cache_type_k=pick("cache_type_k", engine.cache_type_k),
+        cache_type_v=pick("cache_type_v", engine.cache_type_v),
+        n_gpu_layers=pick("gpu_layers", engine.gpu_layers),
+        n_batch=pick("batch_size", engine.batch_size),
+        n_ubatch=pick("ubatch_size", engine.ubatch_size),
+        flash_attn=pick("flash_attn", engine.flash_attn),
+    )
+
+
+def _print_fit(est: FitEstimate) -> None:
+    _out(f"model:   {est.model} ({est.architecture}, {est.n_layer} layers)")
+    _out(
+        f"context: {est.kv_cells} cells, K {est.cache_type_k} / V {est.cache_type_v}, "
+        f"flash attention {'on' if est.flash_attn else 'off'}, {est.n_gpu_layers} layers on GPU"
+    )
+    _out(
+        f"weights: {human_bytes(est.weights_bytes):>10}  "
+        f"(GPU {human_bytes(est.weights_gpu_bytes)}, "
+        f"CPU {human_bytes(est.weights_cpu_bytes)})"
+    )
+    _out(
+        f"KV:      {human_bytes(est.kv_bytes):>10}  (K {human_bytes(est.kv_k_bytes)}, "
+        f"V {human_bytes(est.kv_v_bytes)})"
+    )
+    _out(f"compute: {human_bytes(est.compute_bytes):>10}")
+    _out(
+        f"total:   {human_bytes(est.total_bytes):>10}  (GPU {human_bytes(est.gpu_bytes)}, "
+        f"RAM {human_bytes(est.cpu_bytes)})"
+    )
+    free = f"free RAM {human_bytes(est.ram_free_bytes)}"
+    if est.vram_free_bytes is not None:
+        free += f", free VRAM {human_bytes(est.vram_free_bytes)}"
+    elif est.gpu_note:
+        free += f" ({est.gpu_note})"
+    _out(free)
+    for warning in est.warnings:
+        _out(f"warning: {warning}")
+    _out(f"verdict: {est.verdict}: {est.message}")
+
+
+def _cmd_fit(args: argparse.Namespace) -> int:
+    path = ModelLibrary(_settings(args)).resolve(args.model)
+    header = read_gguf_header(path)
+    estimate = estimate_fit(header, fit_settings_from_args(args), probe_memory())
+    if args.json:
+        _emit_json(estimate.to_dict())
+    else:
+        _print_fit(estimate)
+    return WONT_FIT_EXIT if estimate.verdict == "wont_fit" else 0
+
+
+# --- registration -------------------------------------------------------------------------------
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    models = subparsers.add_parser("models", help="search the Hub, download and manage models")
+    models.add_argument("--models-dir", help="library folder (default: QUANTDESK_HOME/models)")
+    sub = models.add_subparsers(dest="models_command", metavar="ACTION", required=True)
+
+    p = sub.add_parser("search", help="search the Hugging Face Hub")
+    p.add_argument("query")
+    p.add_argument(
+        "--kind",
+        choices=["gguf", "safetensors", "any"],
+        default="gguf",
+        help="GGUF repos, text-generation safetensors repos, or any (default gguf)",
+    )
+    p.add_argument(
+        "--sort",
+        choices=["downloads", "likes", "recent"],
+        default="downloads",
+        help="order of the results (default downloads)",
+    )
+    p.add_argument(
+        "--limit", type=positive_int, default=20, help="at most this many results (default 20)"
+    )
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(handler=_cmd_search)
+
+    p = sub.add_parser("files", help="list a repo's files with sizes and quant types")
+    p.add_argument("repo")
+    p.add_argument("--revision", help="a branch, tag or commit (default: main)")
+    p.add_argument(
+        "--inspect",
+        action="store_true",
+        help="also read each GGUF's header remotely (quant type from metadata)",
+    )
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(handler=_cmd_files)
+
+    p = sub.add_parser("pull", help="download files into the library (resumable, verified)")
+    p.add_argument("repo")
+    p.add_argument("files", nargs="*", metavar="FILE")
+    p.add_argument("--revision", help="a branch, tag or commit (default: main)")
+    p.add_argument(
+        "--progress-jsonl",
+        action="store_true",
+        help="print progress as JSON lines on stdout (for the GUI)",
+    )
+    p.set_defaults(handler=_cmd_pull)
+
+    p = sub.add_parser("list", help="list the models in the library")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(handler=_cmd_list)
+
+    p = sub.add_parser(
+        "partials",
+        help="list unfinished downloads and quantisation outputs, or --discard them",
+    )
+    p.add_argument("--discard", action="store_true", help="delete those no process is writing")
+    p.set_defaults(handler=_cmd_partials)
+
+    p = sub.add_parser("rm", help="delete a model from the library")
+    p.add_argument("name")
+    p.set_defaults(handler=_cmd_rm)
+
+    p = sub.add_parser(
+        "fit",
+        help="estimate memory use and whether a model fits",
+        description="Estimate weights, KV cache and compute buffers against free RAM and "
+        f"VRAM. Exit status: 0 fits (or fits with partial offload), {WONT_FIT_EXIT} won't fit. "
+        "Flags not given take the serve defaults.",
+    )
+    p.add_argument("model", help="a GGUF path, a library name, or 'default'")
+    p.add_argument(
+        "-c", "--ctx-size", dest="ctx_size", type=positive_int, help="context size in tokens"
+    )
+    p.add_argument("-np", "--parallel", type=positive_int, help="parallel sequences (server slots)")
+    p.add_argument(
+        "-ctk", "--cache-type-k", dest="cache_type_k", choices=CACHE_TYPES, help="K cache type"
+    )
+    p.add_argument(
+        "-ctv", "--cache-type-v", dest="cache_type_v", choices=CACHE_TYPES, help="V cache type"
+    )
+    p.add_argument(
+        "-ngl",
+        "--gpu-layers",
+        dest="gpu_layers",
+        type=int,
+        help="layers offloaded to the GPU (-1: all)",
+    )
+    p.add_argument(
+        "-b", "--batch-size", dest="batch_size", type=positive_int, help="logical batch size"
+    )
+    p.add_argument(
+        "-ub",
+        "--ubatch-size",
+        dest="ubatch_size",
+        type=positive_int,
+        help="physical batch size",
+    )
+    p.add_argument(
+        "-fa",
+        "--flash-attn",
+        dest="flash_attn",
+        choices=["auto", "on", "off"],
+        help="flash attention",
+    )
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(handler=_cmd_fit)

@@ -1,0 +1,1 @@
+"""Serving memory: will a model (weights, KV cache, compute buffers) fit in free RAM and VRAM."""

@@ -1,0 +1,1 @@
+"""Long jobs (quantise, compare, bench): progress and the ``--progress-jsonl`` protocol."""

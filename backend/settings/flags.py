@@ -1,0 +1,80 @@
+"""Derive argparse flags from pydantic settings models, so there is one definition.
+
+Each field names its flags in ``json_schema_extra={"flags": [...]}``; the
+description becomes the help text and the value is validated by the model
+itself, so bounds live in one place.
+"""
+
+from __future__ import annotations
+
+import argparse
+import typing
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+from pydantic_settings import BaseSettings
+
+from backend.core.errors import ConfigError
+
+T = TypeVar("T", bound=BaseSettings)
+
+
+def _flags_of(field: Any) -> list[str]:
+    extra = field.json_schema_extra or {}
+    flags = extra.get("flags") if isinstance(extra, dict) else None
+    return list(flags) if flags else []
+
+
+def _help(field: Any) -> str:
+    """The field's description with its default, as ``serve --help`` shows it."""
+    text = str(field.description or "")
+    default = field.get_default(call_default_factory=True)
+    if default is None or default == [] or default is False:
+        return text
+    return f"{text} (default: {default})"
+
+
+def add_settings_flags(parser: argparse.ArgumentParser, model: type[BaseModel]) -> None:
+    """Add one option per field of ``model`` that declares flags.
+
+    Options default to ``argparse.SUPPRESS`` so that only what the user typed
+    overrides the environment and the field defaults.
+    """
+    group = parser.add_argument_group(model.__name__)
+    for name, field in model.model_fields.items():
+        flags = _flags_of(field)
+        if not flags:
+            continue
+        annotation = field.annotation
+        origin = typing.get_origin(annotation)
+        kwargs: dict[str, Any] = {
+            "dest": name,
+            "default": argparse.SUPPRESS,
+            "help": _help(field),
+        }
+        if annotation is bool:
+            kwargs["action"] = "store_true"
+        elif origin is list:
+            kwargs["action"] = "append"
+            kwargs["metavar"] = name.upper().rstrip("S")
+        else:
+            choices = typing.get_args(annotation) if origin is typing.Literal else None
+            if choices:
+                kwargs["choices"] = list(choices)
+            kwargs["metavar"] = name.upper() if not choices else None
+            if kwargs["metavar"] is None:
+                del kwargs["metavar"]
+        group.add_argument(*flags, **kwargs)
+
+
+def settings_from_args(model: type[T], args: argparse.Namespace) -> T:
+    """Build ``model`` from environment + the flags the user passed."""
+    overrides = {name: getattr(args, name) for name in model.model_fields if hasattr(args, name)}
+    try:
+        return model(**overrides)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = str(first["loc"][0]) if first["loc"] else "?"
+        flags = _flags_of(model.model_fields[field]) if field in model.model_fields else []
+        label = flags[-1] if flags else field
+        raise ConfigError(f"invalid {label}: {first['msg']}") from None
