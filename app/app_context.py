@@ -27,8 +27,11 @@ class AppContext(QObject):
     port_moved = Signal(int, int)  # the busy port, the free one used instead
 
     def __init__(
-        self, settings: AppSettings, supervisor: ServerSupervisor | None = None,
-        poll_interval_s: float = 0.25, parent: QObject | None = None,
+        self,
+        settings: AppSettings,
+        supervisor: ServerSupervisor | None = None,
+        poll_interval_s: float = 0.25,
+        parent: QObject | None = None,
     ) -> None:
         super().__init__(parent)
         self.settings = settings
@@ -57,8 +60,12 @@ class AppContext(QObject):
         the user has (their clients may be set up for it) and report a clash plainly.
         """
         knobs = self.settings.server
-        if self.first_run and knobs.port and not self.server.is_active() \
-                and not port_is_free(knobs.host, knobs.port):
+        if (
+            self.first_run
+            and knobs.port
+            and not self.server.is_active()
+            and not port_is_free(knobs.host, knobs.port)
+        ):
             busy, knobs.port = knobs.port, find_free_port(knobs.host)
             log.info("port %d is in use; serving on free port %d instead", busy, knobs.port)
             self.save_settings()

@@ -34,8 +34,11 @@ class Conversation(BaseModel):
     def api_messages(self) -> list[dict[str, str]]:
         """Messages for /v1/chat/completions (system prompt first, no empty replies)."""
         out = [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
-        out += [{"role": m.role, "content": m.content} for m in self.messages
-                if m.content or m.role == "user"]
+        out += [
+            {"role": m.role, "content": m.content}
+            for m in self.messages
+            if m.content or m.role == "user"
+        ]
         return out
 
     def auto_title(self) -> None:

@@ -81,10 +81,10 @@ def needed_libraries(path: Path) -> list[str]:
     end = "<" if data[5] == 1 else ">"
     try:
         if is64:
-            shoff, = struct.unpack_from(end + "Q", data, 0x28)
+            (shoff,) = struct.unpack_from(end + "Q", data, 0x28)
             shentsize, shnum = struct.unpack_from(end + "HH", data, 0x3A)
         else:
-            shoff, = struct.unpack_from(end + "I", data, 0x20)
+            (shoff,) = struct.unpack_from(end + "I", data, 0x20)
             shentsize, shnum = struct.unpack_from(end + "HH", data, 0x2E)
         sections = []
         for i in range(shnum):
@@ -106,7 +106,7 @@ def needed_libraries(path: Path) -> list[str]:
                     break
                 if tag == _DT_NEEDED:
                     stop = data.index(b"\0", str_off + value)
-                    names.append(data[str_off + value:stop].decode("ascii", "replace"))
+                    names.append(data[str_off + value : stop].decode("ascii", "replace"))
         return names
     except (struct.error, ValueError, IndexError):
         log.debug("could not read the ELF dynamic section of %s", path)
@@ -132,7 +132,9 @@ def qt_paths() -> tuple[Path, Path]:
 
 
 def missing_xcb_libraries(
-    plugins: Path, libs: Path, load: Callable[[str], bool] | None = None,
+    plugins: Path,
+    libs: Path,
+    load: Callable[[str], bool] | None = None,
     bundled: Iterable[Path] = (),
 ) -> list[str]:
     """Sonames the xcb plugin (and Qt's xcb library) need that cannot be loaded.
@@ -171,10 +173,15 @@ def describe_missing(missing: list[str], debian_like: bool = True) -> str:
     """The one line printed for ``missing`` sonames."""
     packages = list(dict.fromkeys(package_for(s) for s in missing))
     command = "sudo apt install " + " ".join(packages)
-    how = (f"install them with: {command}" if debian_like
-           else f"install the packages that provide them (Debian/Ubuntu: {command})")
-    return (f"quantdesk: error: Qt cannot open a window: missing {', '.join(missing)} "
-            f"({', '.join(packages)}); {how}")
+    how = (
+        f"install them with: {command}"
+        if debian_like
+        else f"install the packages that provide them (Debian/Ubuntu: {command})"
+    )
+    return (
+        f"quantdesk: error: Qt cannot open a window: missing {', '.join(missing)} "
+        f"({', '.join(packages)}); {how}"
+    )
 
 
 def display_problem(
@@ -192,9 +199,11 @@ def display_problem(
     if not platform.startswith("linux"):
         return None
     if not any(env.get(k) for k in ("QT_QPA_PLATFORM", "DISPLAY", "WAYLAND_DISPLAY")):
-        return ("quantdesk: error: there is no display to open a window on (DISPLAY and "
-                "WAYLAND_DISPLAY are unset); run it in a desktop session, or `quantdesk "
-                "serve` for the server alone")
+        return (
+            "quantdesk: error: there is no display to open a window on (DISPLAY and "
+            "WAYLAND_DISPLAY are unset); run it in a desktop session, or `quantdesk "
+            "serve` for the server alone"
+        )
     if not wants_xcb(env):
         return None
     plugins, libs = qt_paths()

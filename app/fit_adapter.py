@@ -57,9 +57,14 @@ def _hub_view(knobs: ServerKnobs, path: Any) -> FitView | None:
     try:
         memory = _memory()
         settings = FitSettings(
-            n_ctx=knobs.ctx_size, n_parallel=knobs.parallel, cache_type_k=knobs.cache_type_k,
-            cache_type_v=knobs.cache_type_v, n_gpu_layers=knobs.gpu_layers,
-            n_batch=knobs.batch_size, n_ubatch=knobs.ubatch_size, flash_attn=knobs.flash_attn,
+            n_ctx=knobs.ctx_size,
+            n_parallel=knobs.parallel,
+            cache_type_k=knobs.cache_type_k,
+            cache_type_v=knobs.cache_type_v,
+            n_gpu_layers=knobs.gpu_layers,
+            n_batch=knobs.batch_size,
+            n_ubatch=knobs.ubatch_size,
+            flash_attn=knobs.flash_attn,
         )
         est = estimate_fit(cached_header(path), settings, memory)
     except (QuantDeskError, OSError, ValueError) as exc:

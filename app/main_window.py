@@ -139,8 +139,9 @@ class MainWindow(QMainWindow):
             self.restoreGeometry(QByteArray.fromHex(geometry.encode()))
         else:
             self.resize(1440, 900)
-        self.show_page(settings.window.last_page if settings.window.last_page in self._pages
-                       else "chat")
+        self.show_page(
+            settings.window.last_page if settings.window.last_page in self._pages else "chat"
+        )
         self._on_server_state(server.state.value)
         if settings.autostart_server:
             QTimer.singleShot(0, self.context.autostart_server)

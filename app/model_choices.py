@@ -32,8 +32,11 @@ def _library_paths() -> list[Path]:
     except (QuantDeskError, OSError) as exc:
         log.warning("could not read the model library: %s", exc)
         return []
-    return [Path(e.path) for e in entries
-            if e.format == "gguf" and not e.error and e.source != "embedded"]
+    return [
+        Path(e.path)
+        for e in entries
+        if e.format == "gguf" and not e.error and e.source != "embedded"
+    ]
 
 
 def library_paths() -> list[Path]:
@@ -99,8 +102,13 @@ def model_facts(value: str) -> ModelFacts | None:
     try:
         header = cached_header(path)
         return ModelFacts(
-            path, size, header.architecture, header.file_type_name, header.block_count,
-            header.context_length, header.parameter_count,
+            path,
+            size,
+            header.architecture,
+            header.file_type_name,
+            header.block_count,
+            header.context_length,
+            header.parameter_count,
         )
     except (ImportError, QuantDeskError, OSError, ValueError) as exc:
         log.debug("could not read GGUF header of %s: %s", path, exc)
@@ -112,8 +120,11 @@ def describe(facts: ModelFacts) -> str:
 
     parts = [human_bytes(facts.size_bytes)]
     if facts.params:
-        parts.append(f"{facts.params / 1e9:.2f} B params" if facts.params >= 1e9
-                     else f"{facts.params / 1e6:.0f} M params")
+        parts.append(
+            f"{facts.params / 1e9:.2f} B params"
+            if facts.params >= 1e9
+            else f"{facts.params / 1e6:.0f} M params"
+        )
     if facts.quant:
         parts.append(facts.quant)
     if facts.architecture != "?":

@@ -48,8 +48,12 @@ def parse_size(text: str) -> tuple[int, int]:
     return int(width), int(height)
 
 
-def take(out: Path, bench: bool = True, pages: tuple[str, ...] = SERVING_PAGES,
-         size: tuple[int, int] = (1440, 900)) -> list[Path]:
+def take(
+    out: Path,
+    bench: bool = True,
+    pages: tuple[str, ...] = SERVING_PAGES,
+    size: tuple[int, int] = (1440, 900),
+) -> list[Path]:
     os.environ.setdefault("QUANTDESK_HOME", tempfile.mkdtemp(prefix="quantdesk-shots-"))
     from app.app_settings import AppSettings
     from app.main import create_app
@@ -97,7 +101,8 @@ def take(out: Path, bench: bool = True, pages: tuple[str, ...] = SERVING_PAGES,
     chat.max_tokens_spin.setValue(160)
     chat.composer.setPlainText(
         "Write a Python function that checks whether a number is prime, "
-        "and explain it in two sentences.")
+        "and explain it in two sentences."
+    )
     chat.send()
     window.show_page("dashboard")
     _wait(app, lambda: not chat.is_streaming(), 120)
@@ -129,16 +134,27 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--out", type=Path, default=Path("docs/screenshots"))
     parser.add_argument("--no-bench", action="store_true")
-    parser.add_argument("--size", type=parse_size, default=(1440, 900),
-                        help="window size in logical pixels, e.g. 1280x720")
-    parser.add_argument("--pages", default=",".join(SERVING_PAGES),
-                        help="comma-separated page keys (the Models, Quantise and Compare pages "
-                             "have their own script: tests/app/page_screenshots.py)")
+    parser.add_argument(
+        "--size",
+        type=parse_size,
+        default=(1440, 900),
+        help="window size in logical pixels, e.g. 1280x720",
+    )
+    parser.add_argument(
+        "--pages",
+        default=",".join(SERVING_PAGES),
+        help="comma-separated page keys (the Models, Quantise and Compare pages "
+        "have their own script: tests/app/page_screenshots.py)",
+    )
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)
-    take(args.out, bench=not args.no_bench, pages=tuple(p for p in args.pages.split(",") if p),
-         size=args.size)
+    take(
+        args.out,
+        bench=not args.no_bench,
+        pages=tuple(p for p in args.pages.split(",") if p),
+        size=args.size,
+    )
     return 0
 
 

@@ -17,8 +17,9 @@ class ServerProcessError(QuantDeskError):
     whether the server died before it was ever ready (it then never "stopped").
     """
 
-    def __init__(self, kind: str, message: str, port: int | None = None,
-                 while_starting: bool = False) -> None:
+    def __init__(
+        self, kind: str, message: str, port: int | None = None, while_starting: bool = False
+    ) -> None:
         super().__init__(message)
         self.kind = kind
         self.port = port
@@ -59,8 +60,11 @@ _RULES = (
     ),
     _Rule(
         "bad_model",
-        re.compile(r"failed to load model|invalid magic|not a GGUF|unknown model architecture|"
-                   r"gguf_init", re.IGNORECASE),
+        re.compile(
+            r"failed to load model|invalid magic|not a GGUF|unknown model architecture|"
+            r"gguf_init",
+            re.IGNORECASE,
+        ),
         "llama.cpp could not load this file: it is not a valid GGUF, is truncated, or uses an "
         "architecture this llama.cpp build does not know.",
     ),
@@ -125,7 +129,12 @@ def failure_title(error: ServerProcessError | None, *, footer: bool = False) -> 
         return f"Port {error.port} in use" if error.port else "Port in use"
     if error.kind == "oom":
         return "Out of memory"
-    if error.while_starting or error.kind in ("launch", "timeout", "model_not_found",
-                                              "bad_model", "bad_setting"):
+    if error.while_starting or error.kind in (
+        "launch",
+        "timeout",
+        "model_not_found",
+        "bad_model",
+        "bad_setting",
+    ):
         return "Could not start"
     return "Stopped unexpectedly"

@@ -202,8 +202,11 @@ class ServerSupervisor(QObject):
         if error == QProcess.ProcessError.FailedToStart:
             self._poll.stop()
             program = self._launcher()[0]
-            self._fail(ServerProcessError("launch", f"Could not launch the server ({program}).",
-                                          while_starting=True))
+            self._fail(
+                ServerProcessError(
+                    "launch", f"Could not launch the server ({program}).", while_starting=True
+                )
+            )
 
     def _on_finished(self, exit_code: int, exit_status: QProcess.ExitStatus) -> None:
         self._on_output()
@@ -254,8 +257,9 @@ class ServerSupervisor(QObject):
         self._waited_ms += self.POLL_MS
         if self._waited_ms > self._startup_timeout_ms:
             self._poll.stop()
-            error = ServerProcessError("timeout", "The server did not become ready in time.",
-                                       while_starting=True)
+            error = ServerProcessError(
+                "timeout", "The server did not become ready in time.", while_starting=True
+            )
             self._set_state(ServerState.STOPPING)  # expected exit; report the timeout ourselves
             if self._process is not None:
                 self._process.kill()

@@ -111,7 +111,16 @@ class Server:
     def start(self) -> None:
         port_file = self.workdir / "port"
         port_file.unlink(missing_ok=True)
-        cmd = [sys.executable, "-m", "backend.entrypoints.main", "serve", "-m", "default", "--port", "0"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "backend.entrypoints.main",
+            "serve",
+            "-m",
+            "default",
+            "--port",
+            "0",
+        ]
         cmd += ["--port-file", str(port_file), "-c", "4096", "-np", "8", "-t", "2"]
         log = (self.workdir / "server.log").open("ab")
         self.proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)

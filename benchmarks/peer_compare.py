@@ -81,31 +81,83 @@ class ServerSpec:
 
 def _ours(k: Knobs, port: int) -> list[str]:
     return [
-        str(VENV_BIN / "python"), "-m", "backend.entrypoints.main", "serve", "--model", str(k.model),
-        "--host", "127.0.0.1", "--port", str(port),
-        "-np", str(k.parallel), "-t", str(k.threads), "-tb", str(k.threads),
-        "-c", str(k.ctx), "-b", str(k.batch), "-ub", str(k.ubatch),
+        str(VENV_BIN / "python"),
+        "-m",
+        "backend.entrypoints.main",
+        "serve",
+        "--model",
+        str(k.model),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "-np",
+        str(k.parallel),
+        "-t",
+        str(k.threads),
+        "-tb",
+        str(k.threads),
+        "-c",
+        str(k.ctx),
+        "-b",
+        str(k.batch),
+        "-ub",
+        str(k.ubatch),
     ] + ([] if k.kv_unified else ["--kv-per-slot"])
 
 
 def _llama_server(binary: Path) -> Callable[[Knobs, int], list[str]]:
     def argv(k: Knobs, port: int) -> list[str]:
         return [
-            str(binary), "-m", str(k.model), "--host", "127.0.0.1", "--port", str(port),
-            "-np", str(k.parallel), "-t", str(k.threads), "-tb", str(k.threads),
-            "-c", str(k.ctx), "-b", str(k.batch), "-ub", str(k.ubatch), "--no-webui",
+            str(binary),
+            "-m",
+            str(k.model),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "-np",
+            str(k.parallel),
+            "-t",
+            str(k.threads),
+            "-tb",
+            str(k.threads),
+            "-c",
+            str(k.ctx),
+            "-b",
+            str(k.batch),
+            "-ub",
+            str(k.ubatch),
+            "--no-webui",
         ] + (["-kvu"] if k.kv_unified else [])
+
     return argv
 
 
 def _llama_cpp_python(k: Knobs, port: int) -> list[str]:
     # one sequence at a time: its context only needs to hold one request
     return [
-        str(VENV_BIN / "python"), "-m", "llama_cpp.server", "--model", str(k.model),
-        "--host", "127.0.0.1", "--port", str(port),
-        "--n_threads", str(k.threads), "--n_threads_batch", str(k.threads),
-        "--n_ctx", str(max(2048, k.ctx // k.parallel)), "--n_batch", str(k.batch),
-        "--n_ubatch", str(k.ubatch), "--interrupt_requests", "False",
+        str(VENV_BIN / "python"),
+        "-m",
+        "llama_cpp.server",
+        "--model",
+        str(k.model),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--n_threads",
+        str(k.threads),
+        "--n_threads_batch",
+        str(k.threads),
+        "--n_ctx",
+        str(max(2048, k.ctx // k.parallel)),
+        "--n_batch",
+        str(k.batch),
+        "--n_ubatch",
+        str(k.ubatch),
+        "--interrupt_requests",
+        "False",
     ]
 
 
@@ -135,9 +187,9 @@ def tree_rss(proc: psutil.Process) -> int:
 
 
 @contextlib.contextmanager
-def started(spec: ServerSpec, knobs: Knobs, log_path: Path, timeout_s: float) -> Iterator[
-    tuple[str, subprocess.Popen[bytes]]
-]:
+def started(
+    spec: ServerSpec, knobs: Knobs, log_path: Path, timeout_s: float
+) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     port = free_port()
     argv = spec.argv(knobs, port)
     url = f"http://127.0.0.1:{port}"
@@ -202,7 +254,11 @@ def ours_stats(url: str) -> dict[str, Any]:
 
 
 def bench_one(
-    spec: ServerSpec, knobs: Knobs, base: BenchConfig, out: Path, timeout_s: float,
+    spec: ServerSpec,
+    knobs: Knobs,
+    base: BenchConfig,
+    out: Path,
+    timeout_s: float,
     log_name: str,
 ) -> BenchResult:
     config = replace(base, label=spec.name, **spec.bench_overrides)
@@ -233,8 +289,12 @@ def merge_rounds(rounds: list[BenchResult]) -> BenchResult:
     """One result per server: the repetitions of every round pooled, medians over all."""
     first = rounds[0]
     merged = BenchResult(
-        label=first.label, url=first.url, model=first.model, endpoint=first.endpoint,
-        config=first.config, started_at=first.started_at,
+        label=first.label,
+        url=first.url,
+        model=first.model,
+        endpoint=first.endpoint,
+        config=first.config,
+        started_at=first.started_at,
         duration_s=sum(r.duration_s for r in rounds),
         notes=list(dict.fromkeys(n for r in rounds for n in r.notes)),
         server=dict(rounds[-1].server),
@@ -252,8 +312,10 @@ def merge_rounds(rounds: list[BenchResult]) -> BenchResult:
                     levels[at] = LevelResult(level.concurrency, [])
                     pooled[scenario.name].levels.append(levels[at])
                 reps = levels[at].repetitions
-                reps.extend(replace(rep, repetition=len(reps) + i)
-                            for i, rep in enumerate(level.repetitions))
+                reps.extend(
+                    replace(rep, repetition=len(reps) + i)
+                    for i, rep in enumerate(level.repetitions)
+                )
     for scenario in merged.scenarios:
         scenario.levels.sort(key=lambda lv: lv.concurrency)
     for key in ("rss_bytes_loaded", "rss_bytes_peak"):
@@ -264,7 +326,11 @@ def merge_rounds(rounds: list[BenchResult]) -> BenchResult:
 
 
 def bench_interleaved(
-    specs: list[ServerSpec], knobs: Knobs, base: BenchConfig, out: Path, timeout_s: float,
+    specs: list[ServerSpec],
+    knobs: Knobs,
+    base: BenchConfig,
+    out: Path,
+    timeout_s: float,
     passes: int,
 ) -> dict[str, list[BenchResult]]:
     """All servers loaded at once (an idle one uses no CPU); every repetition of every
@@ -277,7 +343,8 @@ def bench_interleaved(
         procs: dict[str, psutil.Process] = {}
         for spec in specs:
             url, proc = stack.enter_context(
-                started(spec, knobs, out / f"{spec.name}.log", timeout_s))
+                started(spec, knobs, out / f"{spec.name}.log", timeout_s)
+            )
             urls[spec.name], procs[spec.name] = url, psutil.Process(proc.pid)
         loaded = {name: tree_rss(ps) for name, ps in procs.items()}
 
@@ -287,26 +354,45 @@ def bench_interleaved(
 
         with peak_rss(procs) as peak:
             for spec in specs:  # untimed warm-up of each server
-                one(spec, concurrency=(max(base.concurrency),), repetitions=1,
-                    include_plain=True, shared_prefix_tokens=0, seed=base.seed - 1)
+                one(
+                    spec,
+                    concurrency=(max(base.concurrency),),
+                    repetitions=1,
+                    include_plain=True,
+                    shared_prefix_tokens=0,
+                    seed=base.seed - 1,
+                )
             levels = itertools.product(range(passes), base.scenarios(), base.concurrency)
             for p, (scenario, prefix), c in levels:
-                for spec in specs[p % len(specs):] + specs[:p % len(specs)]:
+                for spec in specs[p % len(specs) :] + specs[: p % len(specs)]:
                     load = os.getloadavg()[0]
-                    r = one(spec, concurrency=(c,), repetitions=1, warmup=False,
-                            include_plain=prefix == 0, shared_prefix_tokens=prefix,
-                            seed=base.seed + 1000 * (p + 1) + c)
+                    r = one(
+                        spec,
+                        concurrency=(c,),
+                        repetitions=1,
+                        warmup=False,
+                        include_plain=prefix == 0,
+                        shared_prefix_tokens=prefix,
+                        seed=base.seed + 1000 * (p + 1) + c,
+                    )
                     rep = r.scenarios[0].levels[0].repetitions[0]
-                    print(f"  pass {p + 1}/{passes} {scenario} c={c} {spec.name}: "
-                          f"{rep.tokens_per_s:.1f} tok/s, TTFT p99 {rep.ttft_ms_p99:.0f} ms",
-                          flush=True)
-                    r.server = {"argv": spec.argv(knobs, 0)[1:], "note": spec.note,
-                                "load_avg_1min": [round(load, 2)]}
+                    print(
+                        f"  pass {p + 1}/{passes} {scenario} c={c} {spec.name}: "
+                        f"{rep.tokens_per_s:.1f} tok/s, TTFT p99 {rep.ttft_ms_p99:.0f} ms",
+                        flush=True,
+                    )
+                    r.server = {
+                        "argv": spec.argv(knobs, 0)[1:],
+                        "note": spec.note,
+                        "load_avg_1min": [round(load, 2)],
+                    }
                     results[spec.name].append(r)
         for spec in specs:
             extra: dict[str, Any] = {
-                "rss_bytes_loaded": loaded[spec.name], "rss_bytes_peak": peak[spec.name],
-                "rss_bytes_end": tree_rss(procs[spec.name]), "interleaved": True,
+                "rss_bytes_loaded": loaded[spec.name],
+                "rss_bytes_peak": peak[spec.name],
+                "rss_bytes_end": tree_rss(procs[spec.name]),
+                "interleaved": True,
             }
             if spec.name == "ours":
                 extra.update(ours_stats(urls[spec.name]))
@@ -362,22 +448,28 @@ def paired_ratios(results: list[BenchResult]) -> dict[str, Any]:
 
 
 def paired_table(table: dict[str, Any]) -> str:
-    lines = [f"tokens/s over {BASELINE}'s, pass by pass (median, 90% bootstrap interval, "
-             "share of passes >= 1)"]
+    lines = [
+        f"tokens/s over {BASELINE}'s, pass by pass (median, 90% bootstrap interval, "
+        "share of passes >= 1)"
+    ]
     for label, scenarios in table.items():
         for scenario, rows in scenarios.items():
             for row in rows:
                 lo, hi = row["interval"]
-                lines.append(f"{label:<18} {scenario:<14} {row['concurrency']:>4} "
-                             f"{row['median']:>6.2f}  [{lo:.2f}, {hi:.2f}]  "
-                             f"{row['share_at_least_one']:.0%} of {len(row['ratios'])}")
+                lines.append(
+                    f"{label:<18} {scenario:<14} {row['concurrency']:>4} "
+                    f"{row['median']:>6.2f}  [{lo:.2f}, {hi:.2f}]  "
+                    f"{row['share_at_least_one']:.0%} of {len(row['ratios'])}"
+                )
     return "\n".join(lines)
 
 
 def ratio_table(table: dict[str, Any]) -> str:
-    lines = [f"ratios vs {BASELINE} (>1 tok/s is better; <1 latency is better)",
-             f"{'server':<18} {'scenario':<14} {'conc':>4} {'tok/s':>7} {'TTFT50':>7} "
-             f"{'TTFT99':>7} {'ITL50':>7}"]
+    lines = [
+        f"ratios vs {BASELINE} (>1 tok/s is better; <1 latency is better)",
+        f"{'server':<18} {'scenario':<14} {'conc':>4} {'tok/s':>7} {'TTFT50':>7} "
+        f"{'TTFT99':>7} {'ITL50':>7}",
+    ]
     for label, scenarios in table.items():
         for scenario, rows in scenarios.items():
             for row in rows:
@@ -385,8 +477,10 @@ def ratio_table(table: dict[str, Any]) -> str:
                     "-" if row[k] is None else f"{row[k]:.2f}"
                     for k in ("tokens_per_s", "ttft_ms_p50", "ttft_ms_p99", "itl_ms_p50")
                 ]
-                lines.append(f"{label:<18} {scenario:<14} {row['concurrency']:>4} "
-                             + " ".join(f"{c:>7}" for c in cells))
+                lines.append(
+                    f"{label:<18} {scenario:<14} {row['concurrency']:>4} "
+                    + " ".join(f"{c:>7}" for c in cells)
+                )
     return "\n".join(lines)
 
 
@@ -427,22 +521,31 @@ def write_ratio_plot(
             if bars:
                 mid = [b["median"] for b in bars]
                 ax_tps.errorbar(
-                    [b["concurrency"] for b in bars], mid, fmt="none", ecolor=f"C{i}",
-                    capsize=4, alpha=0.6,
-                    yerr=[[m - b["interval"][0] for m, b in zip(mid, bars, strict=True)],
-                          [b["interval"][1] - m for m, b in zip(mid, bars, strict=True)]],
+                    [b["concurrency"] for b in bars],
+                    mid,
+                    fmt="none",
+                    ecolor=f"C{i}",
+                    capsize=4,
+                    alpha=0.6,
+                    yerr=[
+                        [m - b["interval"][0] for m, b in zip(mid, bars, strict=True)],
+                        [b["interval"][1] - m for m, b in zip(mid, bars, strict=True)],
+                    ],
                 )
     low, high = ax_tps.get_ylim()
     ax_tps.set_ylim(min(low, 0.9), max(high, 1.1))  # a few % should look like a few %
     ax_tps.axhline(1.0, color="grey", lw=1)
-    ax_tps.set_title(f"aggregate tokens/s ÷ {BASELINE} (higher is better)"
-                     + ("\nbars: 90% interval of the paired per-pass median" if paired else ""))
+    ax_tps.set_title(
+        f"aggregate tokens/s ÷ {BASELINE} (higher is better)"
+        + ("\nbars: 90% interval of the paired per-pass median" if paired else "")
+    )
     ax_ttft.axhline(1.0, color="grey", lw=1)
     ax_ttft.axhline(0.2, color="green", lw=1, ls=":")
     ax_ttft.set_title(f"TTFT p99 ÷ {BASELINE}\n(lower is better; 0.2 dotted)")
     ax_ttft.set_yscale("log")
-    levels = sorted({row["concurrency"] for sc in table.values() for rows in sc.values()
-                     for row in rows})
+    levels = sorted(
+        {row["concurrency"] for sc in table.values() for rows in sc.values() for row in rows}
+    )
     for ax in (ax_tps, ax_ttft):
         ax.set_xscale("log", base=2)
         ax.set_xticks(levels, [str(c) for c in levels])
@@ -463,34 +566,61 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--llama-server", type=Path, default=DEFAULT_LLAMA_SERVER)
     p.add_argument("-t", "--threads", type=int, default=2)
     p.add_argument("-np", "--parallel", type=int, default=16)
-    p.add_argument("-c", "--ctx-size", type=int, default=0,
-                   help="total KV cells (default: parallel x (prefix + prompt + output + 128))")
+    p.add_argument(
+        "-c",
+        "--ctx-size",
+        type=int,
+        default=0,
+        help="total KV cells (default: parallel x (prefix + prompt + output + 128))",
+    )
     p.add_argument("-b", "--batch-size", type=int, default=512)
     p.add_argument("-ub", "--ubatch-size", type=int, default=512)
-    p.add_argument("--kv-unified", action="store_true",
-                   help="one KV cache for all slots on both servers (default: a stream per "
-                   "slot, which is llama-server's layout with an explicit -np)")
+    p.add_argument(
+        "--kv-unified",
+        action="store_true",
+        help="one KV cache for all slots on both servers (default: a stream per "
+        "slot, which is llama-server's layout with an explicit -np)",
+    )
     p.add_argument("--concurrency", default="1,4,8,16")
     p.add_argument("--reps", type=int, default=3, help="timed repetitions per round")
-    p.add_argument("--rounds", type=int, default=1,
-                   help="servers take turns this many times; repetitions of all rounds are "
-                   "pooled (fairer on a machine whose load changes)")
-    p.add_argument("--interleave", type=int, default=0, metavar="PASSES",
-                   help="load all servers at once and alternate them repetition by "
-                   "repetition, PASSES times (replaces --reps/--rounds; steadier ratios on a "
-                   "busy machine)")
+    p.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="servers take turns this many times; repetitions of all rounds are "
+        "pooled (fairer on a machine whose load changes)",
+    )
+    p.add_argument(
+        "--interleave",
+        type=int,
+        default=0,
+        metavar="PASSES",
+        help="load all servers at once and alternate them repetition by "
+        "repetition, PASSES times (replaces --reps/--rounds; steadier ratios on a "
+        "busy machine)",
+    )
     p.add_argument("--requests-per-client", type=int, default=2)
     p.add_argument("--prompt-tokens", type=int, default=64)
     p.add_argument("--max-tokens", type=int, default=32)
-    p.add_argument("--shared-prefix-tokens", type=int, default=1000,
-                   help="shared system prompt of the prefix scenario (0: skip that scenario)")
+    p.add_argument(
+        "--shared-prefix-tokens",
+        type=int,
+        default=1000,
+        help="shared system prompt of the prefix scenario (0: skip that scenario)",
+    )
     p.add_argument("--no-plain", action="store_true", help="skip the scenario without prefix")
-    p.add_argument("--warm-prefix", action="store_true",
-                   help="one shared prefix for the whole run instead of a fresh one per "
-                   "repetition")
+    p.add_argument(
+        "--warm-prefix",
+        action="store_true",
+        help="one shared prefix for the whole run instead of a fresh one per repetition",
+    )
     p.add_argument("--startup-timeout", type=float, default=300)
-    p.add_argument("--out", type=Path, default=None,
-                   help="output folder (default bench-results/peer-<UTC time>)")
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="output folder (default bench-results/peer-<UTC time>)",
+    )
     return p.parse_args(argv)
 
 
@@ -501,7 +631,12 @@ def main(argv: list[str] | None = None) -> int:
         args.shared_prefix_tokens + args.prompt_tokens + args.max_tokens + 128
     )
     knobs = Knobs(
-        model, args.threads, args.parallel, ctx, args.batch_size, args.ubatch_size,
+        model,
+        args.threads,
+        args.parallel,
+        ctx,
+        args.batch_size,
+        args.ubatch_size,
         kv_unified=args.kv_unified,
     )
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
@@ -512,7 +647,9 @@ def main(argv: list[str] | None = None) -> int:
         "ours": ServerSpec("ours", _ours),
         "llama-server": ServerSpec(BASELINE, _llama_server(args.llama_server)),
         "llama-cpp-python": ServerSpec(
-            "llama-cpp-python", _llama_cpp_python, health_path="/v1/models",
+            "llama-cpp-python",
+            _llama_cpp_python,
+            health_path="/v1/models",
             note="serves one request at a time (interrupt_requests=False so streams finish); "
             "ignores ignore_eos, so end-of-generation tokens get logit_bias -100",
             bench_overrides={"extra_body": {"logit_bias": eog_logit_bias(model)}},
@@ -553,9 +690,14 @@ def main(argv: list[str] | None = None) -> int:
         table = ratios(results)
         summary = {
             "created_at": stamp,
-            "knobs": {"model": str(model), "threads": knobs.threads, "parallel": knobs.parallel,
-                      "ctx_size": knobs.ctx, "batch_size": knobs.batch,
-                      "ubatch_size": knobs.ubatch},
+            "knobs": {
+                "model": str(model),
+                "threads": knobs.threads,
+                "parallel": knobs.parallel,
+                "ctx_size": knobs.ctx,
+                "batch_size": knobs.batch,
+                "ubatch_size": knobs.ubatch,
+            },
             "host": {"cpus": os.cpu_count(), "load_avg_at_end": os.getloadavg()},
             "wall_s": round(time.perf_counter() - started_at, 1),
             "failures": failures,
@@ -565,17 +707,27 @@ def main(argv: list[str] | None = None) -> int:
         }
         write_json_atomic(summary, out / "peer-compare.json")
         if results:
-            write_plot(results, out / "peer-compare.png",
-                       title=f"{model.name}, -t {knobs.threads} -np {knobs.parallel} (medians)")
+            write_plot(
+                results,
+                out / "peer-compare.png",
+                title=f"{model.name}, -t {knobs.threads} -np {knobs.parallel} (medians)",
+            )
         if table:
             write_ratio_plot(table, out / "peer-ratios.png", paired_ratios(results))
         return results, table
 
     if args.interleave:
         try:
-            rounds.update(bench_interleaved(
-                [specs[n] for n in names], knobs, base, out, args.startup_timeout,
-                args.interleave))
+            rounds.update(
+                bench_interleaved(
+                    [specs[n] for n in names],
+                    knobs,
+                    base,
+                    out,
+                    args.startup_timeout,
+                    args.interleave,
+                )
+            )
         except Exception as exc:
             failures["interleaved"] = f"{type(exc).__name__}: {exc}"
             print(f"  interleaved run failed: {failures['interleaved']}", flush=True)
@@ -587,10 +739,16 @@ def main(argv: list[str] | None = None) -> int:
             print(f"== {name} (round {rnd + 1}/{args.rounds})", flush=True)
             t0 = time.perf_counter()
             try:
-                rounds[name].append(bench_one(
-                    specs[name], knobs, replace(base, seed=base.seed + rnd), out,
-                    args.startup_timeout, log_name=f"{name}-round{rnd + 1}.log",
-                ))
+                rounds[name].append(
+                    bench_one(
+                        specs[name],
+                        knobs,
+                        replace(base, seed=base.seed + rnd),
+                        out,
+                        args.startup_timeout,
+                        log_name=f"{name}-round{rnd + 1}.log",
+                    )
+                )
             except Exception as exc:  # report and go on with the other servers
                 failures[name] = f"{type(exc).__name__}: {exc}"
                 print(f"  {name} failed: {failures[name]}", flush=True)
@@ -615,8 +773,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"note [{r.label}]: {note}")
     for name, why in failures.items():
         print(f"FAILED [{name}]: {why}")
-    print(f"\nwrote {out}/peer-compare.json, peer-compare.png, peer-ratios.png "
-          f"({time.perf_counter() - started_at:.0f} s)")
+    print(
+        f"\nwrote {out}/peer-compare.json, peer-compare.png, peer-ratios.png "
+        f"({time.perf_counter() - started_at:.0f} s)"
+    )
     return 0 if results else 1
 
 

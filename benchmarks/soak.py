@@ -34,7 +34,16 @@ MIB = 1024 * 1024
 def start_server(args: argparse.Namespace, workdir: Path) -> tuple[subprocess.Popen[bytes], str]:
     port_file = workdir / "port"
     log = (workdir / "server.log").open("wb")
-    cmd = [sys.executable, "-m", "backend.entrypoints.main", "serve", "-m", args.model, "--port", "0"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "backend.entrypoints.main",
+        "serve",
+        "-m",
+        args.model,
+        "--port",
+        "0",
+    ]
     cmd += ["--port-file", str(port_file), "-c", str(args.ctx), "-np", str(args.parallel)]
     cmd += ["-t", str(args.threads)]
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)

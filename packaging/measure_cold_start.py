@@ -33,14 +33,34 @@ def folder_size(path: Path) -> int:
 def first_token_s(exe: Path, timeout_s: float = 300.0) -> tuple[float, float, str]:
     """(launch -> /health 200, launch -> first token, answer) for one cold start."""
     tmp = Path(tempfile.mkdtemp(prefix="quantdesk-cold-"))
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp), "QUANTDESK_HOME": str(tmp / "home"),
-           "HF_HUB_OFFLINE": "1", "LANG": "C.UTF-8"}
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(tmp),
+        "QUANTDESK_HOME": str(tmp / "home"),
+        "HF_HUB_OFFLINE": "1",
+        "LANG": "C.UTF-8",
+    }
     port_file = tmp / "port"
     launched = time.monotonic()
     proc = subprocess.Popen(
-        [str(exe), "serve", "--model", "default", "--port", "0", "--port-file", str(port_file),
-         "-c", "1024", "-np", "1"],
-        cwd=tmp, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [
+            str(exe),
+            "serve",
+            "--model",
+            "default",
+            "--port",
+            "0",
+            "--port-file",
+            str(port_file),
+            "-c",
+            "1024",
+            "-np",
+            "1",
+        ],
+        cwd=tmp,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     try:
         healthy = 0.0
@@ -59,8 +79,12 @@ def first_token_s(exe: Path, timeout_s: float = 300.0) -> tuple[float, float, st
             time.sleep(0.02)
         else:
             raise RuntimeError("server not healthy in time")
-        body = {"messages": [{"role": "user", "content": PROMPT}], "max_tokens": 16,
-                "temperature": 0, "stream": True}
+        body = {
+            "messages": [{"role": "user", "content": PROMPT}],
+            "max_tokens": 16,
+            "temperature": 0,
+            "stream": True,
+        }
         first = 0.0
         pieces: list[str] = []
         with httpx.stream("POST", f"{url}/v1/chat/completions", json=body, timeout=120) as resp:
@@ -93,8 +117,9 @@ def main() -> int:
     log.info("bundle %s: %.0f MiB", args.bundle, size / 2**20)
     for run in range(args.runs):
         healthy, first, answer = first_token_s(exe)
-        log.info("run %d: healthy %.2f s, first token %.2f s, answer %r",
-                 run + 1, healthy, first, answer)
+        log.info(
+            "run %d: healthy %.2f s, first token %.2f s, answer %r", run + 1, healthy, first, answer
+        )
     return 0
 
 

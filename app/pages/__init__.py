@@ -37,22 +37,66 @@ class PageSpec:
 
 
 PAGES: tuple[PageSpec, ...] = (
-    PageSpec("chat", "Chat", "chat", "app.pages.chat_page", "ChatPage",
-             "Talk to the served model, with streaming replies.", needs_context=True),
-    PageSpec("models", "Models", "models", "app.pages.models_page", "ModelsPage",
-             "Search the Hugging Face Hub, download GGUF files and manage your local library."),
-    PageSpec("server", "Server", "server", "app.pages.server_page", "ServerPage",
-             "Serve a model over an OpenAI-compatible API.", needs_context=True),
-    PageSpec("dashboard", "Dashboard", "dashboard", "app.pages.dashboard_page", "DashboardPage",
-             "Live throughput, latency, KV-cache and memory charts.", needs_context=True),
-    PageSpec("bench", "Bench", "bench", "app.pages.bench_page", "BenchPage",
-             "Measure throughput and latency against concurrency.", needs_context=True),
-    PageSpec("quantize", "Quantise", "quantize", "app.pages.quantize_page", "QuantizePage",
-             "Turn a model into smaller GGUF quantisations, optionally with an importance "
-             "matrix."),
-    PageSpec("compare", "Compare", "compare", "app.pages.compare_page", "ComparePage",
-             "Measure what quantisation costs: perplexity, KL divergence and side-by-side "
-             "answers."),
+    PageSpec(
+        "chat",
+        "Chat",
+        "chat",
+        "app.pages.chat_page",
+        "ChatPage",
+        "Talk to the served model, with streaming replies.",
+        needs_context=True,
+    ),
+    PageSpec(
+        "models",
+        "Models",
+        "models",
+        "app.pages.models_page",
+        "ModelsPage",
+        "Search the Hugging Face Hub, download GGUF files and manage your local library.",
+    ),
+    PageSpec(
+        "server",
+        "Server",
+        "server",
+        "app.pages.server_page",
+        "ServerPage",
+        "Serve a model over an OpenAI-compatible API.",
+        needs_context=True,
+    ),
+    PageSpec(
+        "dashboard",
+        "Dashboard",
+        "dashboard",
+        "app.pages.dashboard_page",
+        "DashboardPage",
+        "Live throughput, latency, KV-cache and memory charts.",
+        needs_context=True,
+    ),
+    PageSpec(
+        "bench",
+        "Bench",
+        "bench",
+        "app.pages.bench_page",
+        "BenchPage",
+        "Measure throughput and latency against concurrency.",
+        needs_context=True,
+    ),
+    PageSpec(
+        "quantize",
+        "Quantise",
+        "quantize",
+        "app.pages.quantize_page",
+        "QuantizePage",
+        "Turn a model into smaller GGUF quantisations, optionally with an importance matrix.",
+    ),
+    PageSpec(
+        "compare",
+        "Compare",
+        "compare",
+        "app.pages.compare_page",
+        "ComparePage",
+        "Measure what quantisation costs: perplexity, KL divergence and side-by-side answers.",
+    ),
 )
 
 

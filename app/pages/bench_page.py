@@ -40,8 +40,18 @@ from backend.settings.default_model import DEFAULT_MODEL_ID
 log = logging.getLogger(__name__)
 
 # Config keys that define the load; runs are comparable when these match.
-LOAD_KEYS = ("endpoint", "concurrency", "repetitions", "requests_per_client", "prompt_tokens",
-             "max_tokens", "shared_prefix_tokens", "include_plain", "ignore_eos", "temperature")
+LOAD_KEYS = (
+    "endpoint",
+    "concurrency",
+    "repetitions",
+    "requests_per_client",
+    "prompt_tokens",
+    "max_tokens",
+    "shared_prefix_tokens",
+    "include_plain",
+    "ignore_eos",
+    "temperature",
+)
 
 
 def _spin(lo: int, hi: int, value: int) -> QSpinBox:
@@ -64,8 +74,9 @@ def load_signature(result: BenchResult) -> tuple[Any, ...]:
 
 
 class BenchPage(QWidget):
-    def __init__(self, settings: AppSettings, context: AppContext,
-                 parent: QWidget | None = None) -> None:
+    def __init__(
+        self, settings: AppSettings, context: AppContext, parent: QWidget | None = None
+    ) -> None:
         super().__init__(parent)
         self.settings = settings
         self.context = context
@@ -77,9 +88,13 @@ class BenchPage(QWidget):
         outer = QVBoxLayout(self)
         outer.setContentsMargins(28, 22, 28, 22)
         outer.setSpacing(12)
-        outer.addWidget(page_header(
-            "Bench", "Throughput and latency against concurrency. Change one setting at a time, "
-                     "keep the load fixed, and compare the medians."))
+        outer.addWidget(
+            page_header(
+                "Bench",
+                "Throughput and latency against concurrency. Change one setting at a time, "
+                "keep the load fixed, and compare the medians.",
+            )
+        )
         row = QHBoxLayout()
         row.setSpacing(16)
         row.addWidget(scroll_column(self._build_controls(), 360), 0)
@@ -169,8 +184,7 @@ class BenchPage(QWidget):
         head.addWidget(self.note)
         v.addLayout(head)
         tps_card, self.tps_plot = self._plot("Aggregate generation throughput", "tok/s")
-        ttft_card, self.ttft_plot = self._plot("Time to first token (solid p50, dashed p99)",
-                                               "ms")
+        ttft_card, self.ttft_plot = self._plot("Time to first token (solid p50, dashed p99)", "ms")
         v.addWidget(tps_card, 1)
         v.addWidget(ttft_card, 1)
         return v
@@ -208,8 +222,9 @@ class BenchPage(QWidget):
             item.setData(Qt.ItemDataRole.UserRole, str(path))
             item.setFlags(item.flags() | Qt.ItemFlag.ItemIsUserCheckable)
             recent = i >= len(self.runs) - 4
-            item.setCheckState(Qt.CheckState.Checked if recent and same
-                               else Qt.CheckState.Unchecked)
+            item.setCheckState(
+                Qt.CheckState.Checked if recent and same else Qt.CheckState.Unchecked
+            )
             item.setToolTip("\n".join([result.label, *result.notes]))
             self.run_list.addItem(item)
         self.run_list.blockSignals(False)
@@ -235,21 +250,43 @@ class BenchPage(QWidget):
             colour = SERIES[i % len(SERIES)]
             xs = [lv.concurrency for lv in sc.levels]
             sym = {"symbol": "o", "symbolSize": 7, "symbolBrush": colour, "symbolPen": None}
-            self.tps_plot.plot(xs, [lv.tokens_per_s for lv in sc.levels],
-                               pen=pg.mkPen(colour, width=2), name=result.label, **sym)
-            self.ttft_plot.plot(xs, [lv.ttft_ms_p50 for lv in sc.levels],
-                                pen=pg.mkPen(colour, width=2), name=result.label, **sym)
-            self.ttft_plot.plot(xs, [lv.ttft_ms_p99 for lv in sc.levels],
-                                pen=pg.mkPen(colour, width=1.5, style=Qt.PenStyle.DashLine))
+            self.tps_plot.plot(
+                xs,
+                [lv.tokens_per_s for lv in sc.levels],
+                pen=pg.mkPen(colour, width=2),
+                name=result.label,
+                **sym,
+            )
+            self.ttft_plot.plot(
+                xs,
+                [lv.ttft_ms_p50 for lv in sc.levels],
+                pen=pg.mkPen(colour, width=2),
+                name=result.label,
+                **sym,
+            )
+            self.ttft_plot.plot(
+                xs,
+                [lv.ttft_ms_p99 for lv in sc.levels],
+                pen=pg.mkPen(colour, width=1.5, style=Qt.PenStyle.DashLine),
+            )
             plotted += 1
-            tops[0] = max([tops[0], *(v * 1.15 for v in
-                                       (lv.tokens_per_s for lv in sc.levels) if math.isfinite(v))])
-            tops[1] = max([tops[1], *(v * 1.15 for v in
-                                       (lv.ttft_ms_p99 for lv in sc.levels) if math.isfinite(v))])
+            tops[0] = max(
+                [
+                    tops[0],
+                    *(v * 1.15 for v in (lv.tokens_per_s for lv in sc.levels) if math.isfinite(v)),
+                ]
+            )
+            tops[1] = max(
+                [
+                    tops[1],
+                    *(v * 1.15 for v in (lv.ttft_ms_p99 for lv in sc.levels) if math.isfinite(v)),
+                ]
+            )
         self.tps_plot.setYRange(0, tops[0], padding=0)
         self.ttft_plot.setYRange(0, tops[1], padding=0)
-        self.note.setText("" if plotted else
-                          "No runs for this scenario yet: start the server and run a sweep.")
+        self.note.setText(
+            "" if plotted else "No runs for this scenario yet: start the server and run a sweep."
+        )
 
     def delete_selected(self) -> None:
         row = self.run_list.currentRow()
@@ -264,8 +301,10 @@ class BenchPage(QWidget):
         if k is None:
             return "server"
         model = DEFAULT_MODEL_ID if k.model == "default" else Path(k.model).stem
-        return (f"{model} -c {k.ctx_size} -np {k.parallel} -b {k.batch_size} "
-                f"-ctk {k.cache_type_k} -t {k.threads}")
+        return (
+            f"{model} -c {k.ctx_size} -np {k.parallel} -b {k.batch_size} "
+            f"-ctk {k.cache_type_k} -t {k.threads}"
+        )
 
     def config(self) -> BenchConfig:
         url = self.server.base_url or ""

@@ -66,8 +66,9 @@ class ChatPage(QWidget):
 
     RENDER_MS = 60
 
-    def __init__(self, settings: AppSettings, context: AppContext,
-                 parent: QWidget | None = None) -> None:
+    def __init__(
+        self, settings: AppSettings, context: AppContext, parent: QWidget | None = None
+    ) -> None:
         super().__init__(parent)
         self.settings = settings
         self.context = context
@@ -137,9 +138,11 @@ class ChatPage(QWidget):
 
         self.transcript_stack = QStackedWidget()
         self.empty = EmptyState(
-            "chat", "Start a conversation",
+            "chat",
+            "Start a conversation",
             "Messages go to the model on the Server page, and replies stream in as they are "
-            "generated. Enter sends; Shift+Enter starts a new line.")
+            "generated. Enter sends; Shift+Enter starts a new line.",
+        )
         self.transcript = QScrollArea()
         self.transcript.setWidgetResizable(True)
         self.transcript.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
@@ -208,17 +211,29 @@ class ChatPage(QWidget):
         self.seed_spin.setRange(-1, 2**31 - 1)
         self.seed_spin.setValue(c.seed)
         self.seed_spin.setSpecialValueText("random")
-        for label, widget in (("Temperature", self.temp_spin), ("Top P", self.top_p_spin),
-                              ("Top K", self.top_k_spin), ("Min P", self.min_p_spin),
-                              ("Repeat penalty", self.repeat_spin),
-                              ("Max tokens", self.max_tokens_spin), ("Seed", self.seed_spin)):
+        for label, widget in (
+            ("Temperature", self.temp_spin),
+            ("Top P", self.top_p_spin),
+            ("Top K", self.top_k_spin),
+            ("Min P", self.min_p_spin),
+            ("Repeat penalty", self.repeat_spin),
+            ("Max tokens", self.max_tokens_spin),
+            ("Seed", self.seed_spin),
+        ):
             form.addRow(label, widget)
         v.addWidget(sys_box)
         v.addWidget(samp)
         v.addStretch(1)
         self.system_edit.textChanged.connect(self._save_defaults)
-        for spin in (self.temp_spin, self.top_p_spin, self.top_k_spin, self.min_p_spin,
-                     self.repeat_spin, self.max_tokens_spin, self.seed_spin):
+        for spin in (
+            self.temp_spin,
+            self.top_p_spin,
+            self.top_k_spin,
+            self.min_p_spin,
+            self.repeat_spin,
+            self.max_tokens_spin,
+            self.seed_spin,
+        ):
             spin.valueChanged.connect(self._save_defaults)
         return box
 
@@ -284,8 +299,11 @@ class ChatPage(QWidget):
     def _restore_params(self, params: dict[str, Any]) -> None:
         """Put a saved conversation's sampling settings back in the spin boxes."""
         spins: dict[str, QSpinBox | QDoubleSpinBox] = {
-            "temperature": self.temp_spin, "top_p": self.top_p_spin, "top_k": self.top_k_spin,
-            "min_p": self.min_p_spin, "repeat_penalty": self.repeat_spin,
+            "temperature": self.temp_spin,
+            "top_p": self.top_p_spin,
+            "top_k": self.top_k_spin,
+            "min_p": self.min_p_spin,
+            "repeat_penalty": self.repeat_spin,
             "max_tokens": self.max_tokens_spin,
         }
         for key, spin in spins.items():
@@ -456,16 +474,21 @@ class ChatPage(QWidget):
         if state == ServerState.RUNNING.value:
             self.banner.hide()
             knobs = self.server.knobs
-            name = "SmolLM2-135M-Instruct" if knobs is None or knobs.model == "default" \
+            name = (
+                "SmolLM2-135M-Instruct"
+                if knobs is None or knobs.model == "default"
                 else knobs.model.rsplit("/", 1)[-1]
+            )
             self.model_label.setText(f"● {name}")
         elif state == ServerState.STARTING.value:
             self.banner.show_message("The server is loading the model…", "info")
             self.model_label.setText("")
         elif state == ServerState.CRASHED.value:
             self.banner.show_message(
-                "The server stopped unexpectedly. Your conversation is kept.", "error",
-                "Restart server")
+                "The server stopped unexpectedly. Your conversation is kept.",
+                "error",
+                "Restart server",
+            )
         else:
             self.banner.show_message("The server is not running.", "warning", "Start server")
             self.model_label.setText("")

@@ -75,8 +75,9 @@ def _get(d: dict[str, Any], *path: str, default: float = float("nan")) -> float:
 class DashboardPage(QWidget):
     REDRAW_MS = 200
 
-    def __init__(self, settings: AppSettings, context: AppContext,
-                 parent: QWidget | None = None) -> None:
+    def __init__(
+        self, settings: AppSettings, context: AppContext, parent: QWidget | None = None
+    ) -> None:
         super().__init__(parent)
         self.settings = settings
         self.context = context
@@ -93,14 +94,19 @@ class DashboardPage(QWidget):
         outer = QVBoxLayout(self)
         outer.setContentsMargins(28, 22, 28, 22)
         outer.setSpacing(12)
-        outer.addWidget(page_header(
-            "Dashboard", "Live throughput, latency, KV-cache and memory of the running server."))
+        outer.addWidget(
+            page_header(
+                "Dashboard", "Live throughput, latency, KV-cache and memory of the running server."
+            )
+        )
         self.stack = QStackedWidget()
         self.empty = EmptyState(
-            "dashboard", "No server running",
+            "dashboard",
+            "No server running",
             "Start the server and its live charts appear here: tokens per second, time to "
             "first token, requests, KV-cache use, prefix-cache hits, memory and CPU.",
-            "Go to Server")
+            "Go to Server",
+        )
         self.empty.action_clicked.connect(lambda: context.navigate("server"))
         self.stack.addWidget(self.empty)
         self.stack.addWidget(self._build_live())
@@ -123,10 +129,14 @@ class DashboardPage(QWidget):
         self.tile_grid = QGridLayout()
         self.tile_grid.setSpacing(10)
         self.tiles = {
-            key: StatTile(label) for key, label in (
-                ("gen", "generation tok/s"), ("prompt", "prompt tok/s"),
-                ("ttft", "TTFT p50 / p99"), ("requests", "running / queued"),
-                ("kv", "KV cells used"), ("prefix", "prefix-cache hits"),
+            key: StatTile(label)
+            for key, label in (
+                ("gen", "generation tok/s"),
+                ("prompt", "prompt tok/s"),
+                ("ttft", "TTFT p50 / p99"),
+                ("requests", "running / queued"),
+                ("kv", "KV cells used"),
+                ("prefix", "prefix-cache hits"),
                 ("done", "requests completed"),
             )
         }
@@ -188,26 +198,44 @@ class DashboardPage(QWidget):
         """Store one /v1/stats snapshot; cheap, so it can run at 10 Hz."""
         t = float(stats.get("_received_at", time.monotonic()))
         b = self.buffers
-        b["tps"].append(t, (_get(stats, "tokens", "gen_tokens_per_s"),
-                            _get(stats, "tokens", "prompt_tokens_per_s")))
-        b["ttft"].append(t, (_get(stats, "latency", "ttft_ms_last"),
-                             _get(stats, "latency", "ttft_ms_p50"),
-                             _get(stats, "latency", "ttft_ms_p99")))
-        b["requests"].append(t, (_get(stats, "requests", "running"),
-                                 _get(stats, "requests", "queued")))
+        b["tps"].append(
+            t,
+            (
+                _get(stats, "tokens", "gen_tokens_per_s"),
+                _get(stats, "tokens", "prompt_tokens_per_s"),
+            ),
+        )
+        b["ttft"].append(
+            t,
+            (
+                _get(stats, "latency", "ttft_ms_last"),
+                _get(stats, "latency", "ttft_ms_p50"),
+                _get(stats, "latency", "ttft_ms_p99"),
+            ),
+        )
+        b["requests"].append(
+            t, (_get(stats, "requests", "running"), _get(stats, "requests", "queued"))
+        )
         b["kv"].append(t, (_get(stats, "kv", "used_pct"),))
-        b["prefix"].append(t, (_get(stats, "prefix_cache", "hits"),
-                               _get(stats, "prefix_cache", "misses")))
-        b["ram"].append(t, (_get(stats, "system", "rss_bytes") / GiB,
-                            _get(stats, "system", "ram_used_bytes") / GiB))
+        b["prefix"].append(
+            t, (_get(stats, "prefix_cache", "hits"), _get(stats, "prefix_cache", "misses"))
+        )
+        b["ram"].append(
+            t,
+            (
+                _get(stats, "system", "rss_bytes") / GiB,
+                _get(stats, "system", "ram_used_bytes") / GiB,
+            ),
+        )
         gpus = (stats.get("system") or {}).get("gpus") or []
         vram = [float("nan")] * MAX_GPUS
         for g in gpus[:MAX_GPUS]:
             vram[int(g.get("index", 0)) % MAX_GPUS] = float(g.get("vram_used_bytes", 0)) / GiB
         b["vram"].append(t, vram)
         b["cpu"].append(t, (_get(stats, "system", "cpu_pct"),))
-        self._gpu_names = [str(g.get("name", f"GPU {g.get('index', i)}"))
-                           for i, g in enumerate(gpus[:MAX_GPUS])]
+        self._gpu_names = [
+            str(g.get("name", f"GPU {g.get('index', i)}")) for i, g in enumerate(gpus[:MAX_GPUS])
+        ]
         self._gpu_note = (stats.get("system") or {}).get("gpu_note")
         self._latest = stats
         self.stats_count += 1
@@ -252,7 +280,8 @@ class DashboardPage(QWidget):
             self.vram_stack.setCurrentWidget(self.no_gpu_label)
             note = self._gpu_note or "NVML found no device"
             self.no_gpu_label.setText(
-                f"<b>No NVIDIA GPU</b><br>{note}.<br>The model runs on the CPU.")
+                f"<b>No NVIDIA GPU</b><br>{note}.<br>The model runs on the CPU."
+            )
 
     def _update_tiles(self) -> None:
         s = self._latest
@@ -263,19 +292,25 @@ class DashboardPage(QWidget):
         self.tiles["gen"].set_value(f"{num('tokens', 'gen_tokens_per_s'):.1f}")
         self.tiles["prompt"].set_value(f"{num('tokens', 'prompt_tokens_per_s'):.0f}")
         self.tiles["ttft"].set_value(
-            f"{num('latency', 'ttft_ms_p50'):.0f} / {num('latency', 'ttft_ms_p99'):.0f} ms")
+            f"{num('latency', 'ttft_ms_p50'):.0f} / {num('latency', 'ttft_ms_p99'):.0f} ms"
+        )
         self.tiles["requests"].set_value(
-            f"{num('requests', 'running'):.0f} / {num('requests', 'queued'):.0f}")
+            f"{num('requests', 'running'):.0f} / {num('requests', 'queued'):.0f}"
+        )
         self.tiles["kv"].set_value(
-            f"{num('kv', 'cells_used'):.0f} / {num('kv', 'cells_total'):.0f}")
+            f"{num('kv', 'cells_used'):.0f} / {num('kv', 'cells_total'):.0f}"
+        )
         self.tiles["kv"].setToolTip(
             f"{human_bytes(num('kv', 'bytes_used'))} of {human_bytes(num('kv', 'bytes_total'))}"
-            f" ({num('kv', 'used_pct'):.1f}%)")
+            f" ({num('kv', 'used_pct'):.1f}%)"
+        )
         self.tiles["kv"].caption.setText(
-            f"KV cells · {human_bytes(num('kv', 'bytes_used'))} · {num('kv', 'used_pct'):.0f}%")
+            f"KV cells · {human_bytes(num('kv', 'bytes_used'))} · {num('kv', 'used_pct'):.0f}%"
+        )
         self.tiles["prefix"].set_value(f"{num('prefix_cache', 'hits'):.0f}")
         self.tiles["prefix"].caption.setText(
-            f"prefix hits · {num('prefix_cache', 'tokens_saved'):.0f} tok saved")
+            f"prefix hits · {num('prefix_cache', 'tokens_saved'):.0f} tok saved"
+        )
         self.tiles["done"].set_value(f"{num('requests', 'completed'):.0f}")
 
     # One row of tiles needs about this much width; narrower pages get two rows, so a
@@ -307,6 +342,11 @@ class DashboardPage(QWidget):
         elif state != ServerState.STOPPING.value:
             self.stack.setCurrentWidget(self.empty)
             self.empty.title.setText(
-                "The server stopped unexpectedly" if state == ServerState.CRASHED.value
-                else ("The server is starting…" if state == ServerState.STARTING.value
-                      else "No server running"))
+                "The server stopped unexpectedly"
+                if state == ServerState.CRASHED.value
+                else (
+                    "The server is starting…"
+                    if state == ServerState.STARTING.value
+                    else "No server running"
+                )
+            )

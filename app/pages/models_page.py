@@ -44,8 +44,7 @@ from backend.hub.library import LibraryEntry, ModelLibrary
 
 log = logging.getLogger(__name__)
 
-LIBRARY_COLUMNS = ("Name", "Type", "Size", "Parameters", "bpw", "Architecture", "Context",
-                   "Source")
+LIBRARY_COLUMNS = ("Name", "Type", "Size", "Parameters", "bpw", "Architecture", "Context", "Source")
 FILE_COLUMNS = ("File", "Quant", "Size", "Fit on this machine")
 KINDS = {"GGUF models": "gguf", "Safetensors (to quantise)": "safetensors", "Any": "any"}
 SORTS = {"Most downloaded": "downloads", "Most liked": "likes", "Recently updated": "recent"}
@@ -111,9 +110,14 @@ class DownloadRow(QFrame):
 
     def set_state(self, state: str, text: str | None = None) -> None:
         self.state = state
-        labels = {"queued": "Queued", "downloading": "Downloading…", "verifying": "Verifying…",
-                  "done": "In the library", "cancelled": "Cancelled: resume continues from "
-                  "the bytes already downloaded", "failed": "Failed"}
+        labels = {
+            "queued": "Queued",
+            "downloading": "Downloading…",
+            "verifying": "Verifying…",
+            "done": "In the library",
+            "cancelled": "Cancelled: resume continues from the bytes already downloaded",
+            "failed": "Failed",
+        }
         self.status.setText(text or labels.get(state, state))
         active = state in ("queued", "downloading", "verifying")
         self.action.setVisible(state != "done")
@@ -167,9 +171,13 @@ class ModelsPage(QWidget):
         outer = QVBoxLayout(self)
         outer.setContentsMargins(28, 22, 28, 22)
         outer.setSpacing(12)
-        outer.addWidget(page_header(
-            "Models", "Your local library, and GGUF models from the Hugging Face Hub with a "
-                      "check that they fit this machine."))
+        outer.addWidget(
+            page_header(
+                "Models",
+                "Your local library, and GGUF models from the Hugging Face Hub with a "
+                "check that they fit this machine.",
+            )
+        )
         self.banner = Banner()
         outer.addWidget(self.banner)
         self.tabs = QTabWidget()
@@ -259,8 +267,11 @@ class ModelsPage(QWidget):
         table.setSortingEnabled(False)
         table.setRowCount(0)
         for entry in self.entries:
-            hay = " ".join(str(x) for x in (entry.name, entry.file_type, entry.architecture,
-                                            entry.repo_id) if x).lower()
+            hay = " ".join(
+                str(x)
+                for x in (entry.name, entry.file_type, entry.architecture, entry.repo_id)
+                if x
+            ).lower()
             if wanted and wanted not in hay:
                 continue
             r = table.rowCount()
@@ -268,8 +279,11 @@ class ModelsPage(QWidget):
             name = _item(entry.name)
             name.setData(Qt.ItemDataRole.UserRole, entry.path)
             name.setToolTip(entry.path if not entry.error else f"{entry.path}\n{entry.error}")
-            source = {"embedded": "embedded", "download": entry.repo_id or "Hub",
-                      "local": "local"}.get(entry.source, entry.source)
+            source = {
+                "embedded": "embedded",
+                "download": entry.repo_id or "Hub",
+                "local": "local",
+            }.get(entry.source, entry.source)
             cells = [
                 name,
                 _item(entry.file_type or ("unreadable" if entry.error else "–")),
@@ -287,8 +301,11 @@ class ModelsPage(QWidget):
         self._on_library_selection()
 
     def selected_entry(self) -> LibraryEntry | None:
-        rows = self.library_table.selectionModel().selectedRows() if hasattr(
-            self, "library_table") else []
+        rows = (
+            self.library_table.selectionModel().selectedRows()
+            if hasattr(self, "library_table")
+            else []
+        )
         if not rows:
             return None
         item = self.library_table.item(rows[0].row(), 0)
@@ -313,7 +330,10 @@ class ModelsPage(QWidget):
             self.library_detail.setText(
                 f"{n} model{'s' if n != 1 else ''}, {human_bytes(size)} in "
                 f"{ModelLibrary().root}. Download more from the Hugging Face Hub tab, or "
-                "make your own on the Quantise page." if self.entries else "")
+                "make your own on the Quantise page."
+                if self.entries
+                else ""
+            )
             return
         facts = [entry.path]
         if entry.has_chat_template:
@@ -336,8 +356,10 @@ class ModelsPage(QWidget):
         entry = self.selected_entry()
         if entry is None or not entry.removable:
             return
-        question = (f"Delete {entry.name} ({human_bytes(entry.size_bytes)}) from disk?\n\n"
-                    f"{entry.path}\n\nThis cannot be undone.")
+        question = (
+            f"Delete {entry.name} ({human_bytes(entry.size_bytes)}) from disk?\n\n"
+            f"{entry.path}\n\nThis cannot be undone."
+        )
         if not self.confirm("Delete model", question):
             return
         try:
@@ -350,8 +372,12 @@ class ModelsPage(QWidget):
 
     def _ask(self, title: str, text: str) -> bool:
         answer = QMessageBox.question(
-            self, title, text, QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No,
-            QMessageBox.StandardButton.No)
+            self,
+            title,
+            text,
+            QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No,
+            QMessageBox.StandardButton.No,
+        )
         return answer == QMessageBox.StandardButton.Yes
 
     # -- hub tab --------------------------------------------------------------------------
@@ -398,8 +424,7 @@ class ModelsPage(QWidget):
         self.files_table = QTableWidget(0, len(FILE_COLUMNS))
         self.files_table.setHorizontalHeaderLabels(list(FILE_COLUMNS))
         self._setup_table(self.files_table)
-        self.files_table.horizontalHeader().setSectionResizeMode(
-            0, QHeaderView.ResizeMode.Stretch)
+        self.files_table.horizontalHeader().setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
         self.files_table.itemSelectionChanged.connect(self._update_download_button)
         self.files_table.doubleClicked.connect(lambda _i: self.download_selected())
         brow = QHBoxLayout()
@@ -430,8 +455,10 @@ class ModelsPage(QWidget):
         self.queue_layout = QVBoxLayout(holder)
         self.queue_layout.setContentsMargins(0, 0, 4, 0)
         self.queue_layout.setSpacing(6)
-        self.queue_empty = QLabel("No downloads yet. Pick a file above and press Download; "
-                                  "a cancelled download resumes where it stopped.")
+        self.queue_empty = QLabel(
+            "No downloads yet. Pick a file above and press Download; "
+            "a cancelled download resumes where it stopped."
+        )
         self.queue_empty.setProperty("muted", True)
         self.queue_layout.addWidget(self.queue_empty)
         self.queue_layout.addStretch(1)
@@ -448,9 +475,17 @@ class ModelsPage(QWidget):
         self.search_button.setEnabled(False)
         self.results_note.setText("Searching…")
         self.banner.hide()
-        run_call(self, lambda: search_models(query, kind=kind, sort=sort,  # type: ignore[arg-type]
-                                             limit=40),
-                 self._on_results, self._on_search_error)
+        run_call(
+            self,
+            lambda: search_models(
+                query,
+                kind=kind,
+                sort=sort,  # type: ignore[arg-type]
+                limit=40,
+            ),
+            self._on_results,
+            self._on_search_error,
+        )
 
     def _on_results(self, results: list[HubModel]) -> None:
         self.search_button.setEnabled(True)
@@ -463,16 +498,23 @@ class ModelsPage(QWidget):
             item = QListWidgetItem(f"{m.repo_id}\n{extra}")
             item.setToolTip(m.repo_id)
             self.results_list.addItem(item)
-        self.results_note.setText(f"{len(results)} result{'s' if len(results) != 1 else ''}."
-                                  if results else "No models match that search.")
+        self.results_note.setText(
+            f"{len(results)} result{'s' if len(results) != 1 else ''}."
+            if results
+            else "No models match that search."
+        )
         self.search_finished.emit()
 
     def _on_search_error(self, message: str) -> None:
         self.search_button.setEnabled(True)
         self.results_note.setText("Search failed.")
         offline = any(w in message.lower() for w in ("offline", "cannot reach", "connect"))
-        text = (f"The Hugging Face Hub is not reachable, so search is unavailable: {message}. "
-                "Your library still works." if offline else message)
+        text = (
+            f"The Hugging Face Hub is not reachable, so search is unavailable: {message}. "
+            "Your library still works."
+            if offline
+            else message
+        )
         self.banner.show_message(text, "warning" if offline else "error")
         self.search_finished.emit()
 
@@ -489,9 +531,12 @@ class ModelsPage(QWidget):
         self.files_table.setRowCount(0)
         self.fit_note.setText("")
         self._update_download_button()
-        run_call(self, lambda: list_repo_files(repo_id),
-                 lambda listing: self._on_listing(repo_id, listing),
-                 lambda msg: self._on_listing_error(repo_id, msg))
+        run_call(
+            self,
+            lambda: list_repo_files(repo_id),
+            lambda listing: self._on_listing(repo_id, listing),
+            lambda msg: self._on_listing_error(repo_id, msg),
+        )
 
     def _on_listing_error(self, repo_id: str, message: str) -> None:
         if repo_id != self._repo_tag:
@@ -504,13 +549,16 @@ class ModelsPage(QWidget):
         if repo_id != self._repo_tag:
             return
         self.listing = listing
-        files = listing.gguf_files or (listing.source_files() if listing.is_safetensors_source
-                                       else [])
+        files = listing.gguf_files or (
+            listing.source_files() if listing.is_safetensors_source else []
+        )
         self.repo_title.set_full_text(
             f"{listing.repo_id}  ·  {len(listing.gguf_files)} GGUF file(s)"
-            if listing.gguf_files else
-            f"{listing.repo_id}  ·  Hugging Face model (download it to quantise)"
-            if listing.is_safetensors_source else f"{listing.repo_id}  ·  no model files")
+            if listing.gguf_files
+            else f"{listing.repo_id}  ·  Hugging Face model (download it to quantise)"
+            if listing.is_safetensors_source
+            else f"{listing.repo_id}  ·  no model files"
+        )
         table = self.files_table
         table.setRowCount(0)
         for f in files:
@@ -540,13 +588,18 @@ class ModelsPage(QWidget):
         self.files_listed.emit()
         ggufs = [f.path for f in listing.gguf_files]
         if ggufs:
-            self.fit_note.setText("Checking each file's fit with your Server settings "
-                                  f"(context {self.settings.server.ctx_size:,}, "
-                                  f"{self.settings.server.parallel} parallel)…")
+            self.fit_note.setText(
+                "Checking each file's fit with your Server settings "
+                f"(context {self.settings.server.ctx_size:,}, "
+                f"{self.settings.server.parallel} parallel)…"
+            )
             knobs = self.settings.server.model_copy()
-            run_call(self, lambda: remote_fits(repo_id, ggufs, knobs, listing.revision),
-                     lambda fits: self._on_fits(repo_id, fits),
-                     lambda msg: self._on_fits(repo_id, {}, msg))
+            run_call(
+                self,
+                lambda: remote_fits(repo_id, ggufs, knobs, listing.revision),
+                lambda fits: self._on_fits(repo_id, fits),
+                lambda msg: self._on_fits(repo_id, {}, msg),
+            )
 
     def badge(self, row: int) -> FitBadge | None:
         holder = self.files_table.cellWidget(row, 3)
@@ -566,7 +619,9 @@ class ModelsPage(QWidget):
         self.fit_note.setText(
             f"Fit: weights + KV cache for context {k.ctx_size:,} × {k.parallel} parallel "
             "(the Server page's settings) against free memory now. Hover a badge for details."
-            if not error else f"Could not check the fit: {error}")
+            if not error
+            else f"Could not check the fit: {error}"
+        )
         self.fits_ready.emit()
 
     def selected_file(self) -> str | None:

@@ -51,14 +51,24 @@ log = logging.getLogger(__name__)
 
 SOURCE_KINDS = ("Library model", "Hugging Face folder", "Hub repo id")
 FLOAT_TYPES = ("F32", "F16", "BF16")
-STAGE_TEXT = {"download": "Downloading", "convert": "Converting to GGUF", "write": "Writing GGUF",
-              "imatrix": "Importance matrix", "quantize": "Quantising"}
+STAGE_TEXT = {
+    "download": "Downloading",
+    "convert": "Converting to GGUF",
+    "write": "Writing GGUF",
+    "imatrix": "Importance matrix",
+    "quantize": "Quantising",
+}
 DEFAULT_TYPES = ("Q8_0", "Q4_K_M")
 
 
 def quantize_arguments(
-    source: str, types: list[str], *, calibration: str = "", allow_requantize: bool = False,
-    threads: int | None = None, out: str | None = None,
+    source: str,
+    types: list[str],
+    *,
+    calibration: str = "",
+    allow_requantize: bool = False,
+    threads: int | None = None,
+    out: str | None = None,
 ) -> list[str]:
     """The ``quantdesk`` arguments of one job (``--progress-jsonl`` is added by CliJob)."""
     args = ["quantize", source]
@@ -129,7 +139,7 @@ class JobCard(QFrame):
         self.bar.setValue(min(done, max(1, total)))
         tag = ""
         if message.startswith("[") and "]" in message:
-            tag = " " + message[1:message.index("]")]
+            tag = " " + message[1 : message.index("]")]
         what = STAGE_TEXT.get(stage, stage.capitalize())
         self.status.setText(f"{what}{tag}: {done}/{total}")
         if message:
@@ -166,9 +176,13 @@ class QuantizePage(QWidget):
         outer = QVBoxLayout(self)
         outer.setContentsMargins(28, 22, 28, 22)
         outer.setSpacing(12)
-        outer.addWidget(page_header(
-            "Quantise", "Make smaller GGUF files from a Hugging Face model or a GGUF. Each type "
-                        "becomes its own file in your library; compare them on the Compare page."))
+        outer.addWidget(
+            page_header(
+                "Quantise",
+                "Make smaller GGUF files from a Hugging Face model or a GGUF. Each type "
+                "becomes its own file in your library; compare them on the Compare page.",
+            )
+        )
         row = QHBoxLayout()
         row.setSpacing(16)
         row.addWidget(scroll_column(self._build_controls(), 420, self._build_start()), 0)
@@ -191,7 +205,8 @@ class QuantizePage(QWidget):
         self.source_stack = QStackedWidget()
         self.library_combo = QComboBox()
         self.library_combo.setSizeAdjustPolicy(
-            QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+            QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon
+        )
         self.library_combo.setMinimumContentsLength(20)
         self.library_combo.currentIndexChanged.connect(lambda _i: self._on_source_changed())
         folder_row = QWidget()
@@ -247,8 +262,10 @@ class QuantizePage(QWidget):
         cbrowse.clicked.connect(self._browse_calibration)
         crow.addWidget(self.calib_edit, 1)
         crow.addWidget(cbrowse)
-        cnote = QLabel("Computes an importance matrix, so the low-bit types keep what matters "
-                       "for your kind of text.")
+        cnote = QLabel(
+            "Computes an importance matrix, so the low-bit types keep what matters "
+            "for your kind of text."
+        )
         cnote.setProperty("muted", True)
         cnote.setWordWrap(True)
         cv.addLayout(crow)
@@ -258,8 +275,9 @@ class QuantizePage(QWidget):
         opts = QGroupBox("Options")
         form = QFormLayout(opts)
         self.requant_check = QCheckBox("Allow re-quantising a quantised GGUF")
-        self.requant_check.setToolTip("Works, but the result is worse than quantising the "
-                                      "original F16/BF16 weights")
+        self.requant_check.setToolTip(
+            "Works, but the result is worse than quantising the original F16/BF16 weights"
+        )
         self.threads_spin = QSpinBox()
         self.threads_spin.setRange(1, 256)
         self.threads_spin.setValue(int(self.state.get("threads", min(8, os.cpu_count() or 1))))
@@ -293,9 +311,11 @@ class QuantizePage(QWidget):
         v.addWidget(head)
         self.jobs_stack = QStackedWidget()
         self.empty = EmptyState(
-            "quantize", "No quantise jobs yet",
+            "quantize",
+            "No quantise jobs yet",
             "Pick a source on the left, tick the types you want and press Start. Each job "
-            "shows its progress and log here, and its files appear in the library.")
+            "shows its progress and log here, and its files appear in the library.",
+        )
         area = QScrollArea()
         area.setWidgetResizable(True)
         holder = QWidget()
@@ -311,8 +331,12 @@ class QuantizePage(QWidget):
 
     # -- source ---------------------------------------------------------------------------
     def refresh_library(self) -> None:
-        run_call(self, scan_library, self._on_library, lambda msg: log.warning(
-            "library scan failed: %s", msg))
+        run_call(
+            self,
+            scan_library,
+            self._on_library,
+            lambda msg: log.warning("library scan failed: %s", msg),
+        )
 
     def _on_library(self, entries: list[LibraryEntry]) -> None:
         current = self.library_combo.currentData()
@@ -322,8 +346,9 @@ class QuantizePage(QWidget):
         for e in self.entries:
             label = f"{e.name}  ·  {e.file_type or e.format}  ·  {human_bytes(e.size_bytes)}"
             self.library_combo.addItem(label, e.path)
-            self.library_combo.setItemData(self.library_combo.count() - 1, e.path,
-                                           Qt.ItemDataRole.ToolTipRole)
+            self.library_combo.setItemData(
+                self.library_combo.count() - 1, e.path, Qt.ItemDataRole.ToolTipRole
+            )
         index = self.library_combo.findData(current) if current else -1
         self.library_combo.setCurrentIndex(max(0, index))
         self.library_combo.blockSignals(False)
@@ -353,13 +378,18 @@ class QuantizePage(QWidget):
             if entry is not None:
                 quantised = entry.format == "gguf" and (entry.file_type or "") not in FLOAT_TYPES
                 if quantised:
-                    note = (f"{entry.name} is already quantised ({entry.file_type}): "
-                            "re-quantising works but loses more quality than starting from "
-                            "F16/BF16.")
+                    note = (
+                        f"{entry.name} is already quantised ({entry.file_type}): "
+                        "re-quantising works but loses more quality than starting from "
+                        "F16/BF16."
+                    )
                     self.requant_check.setChecked(True)
                 else:
-                    note = ("A Hugging Face model is converted to F16 GGUF once, then "
-                            "quantised." if entry.format == "safetensors" else "")
+                    note = (
+                        "A Hugging Face model is converted to F16 GGUF once, then quantised."
+                        if entry.format == "safetensors"
+                        else ""
+                    )
                     self.requant_check.setChecked(False)
         elif self.kind_combo.currentIndex() == 1:
             note = "The folder is converted to an F16 GGUF first (needs the model's tokenizer)."
@@ -419,11 +449,15 @@ class QuantizePage(QWidget):
         if calibration and not Path(calibration).is_file():
             self.form_note.setText(f"The calibration file does not exist: {calibration}")
             return None
-        self.state.update(types=types, calibration=calibration,
-                          threads=self.threads_spin.value())
-        args = quantize_arguments(source, types, calibration=calibration,
-                                  allow_requantize=self.requant_check.isChecked(),
-                                  threads=self.threads_spin.value(), out=self.out_dir)
+        self.state.update(types=types, calibration=calibration, threads=self.threads_spin.value())
+        args = quantize_arguments(
+            source,
+            types,
+            calibration=calibration,
+            allow_requantize=self.requant_check.isChecked(),
+            threads=self.threads_spin.value(),
+            out=self.out_dir,
+        )
         name = Path(source).name if os.sep in source or Path(source).exists() else source
         card = JobCard(f"{name}  →  {', '.join(types)}", args)
         card.cancel_button.clicked.connect(lambda: self.cancel(card))
@@ -461,9 +495,11 @@ class QuantizePage(QWidget):
     def _on_done(self, card: JobCard, result: dict[str, Any]) -> None:
         card.result = result
         outputs = result.get("outputs", [])
-        lines = [f"<b>{o['type']}</b>  {Path(o['path']).name}  ·  "
-                 f"{human_bytes(int(o['size_bytes']))}  ·  {float(o['seconds']):.1f} s"
-                 for o in outputs]
+        lines = [
+            f"<b>{o['type']}</b>  {Path(o['path']).name}  ·  "
+            f"{human_bytes(int(o['size_bytes']))}  ·  {float(o['seconds']):.1f} s"
+            for o in outputs
+        ]
         warnings = [str(w) for w in result.get("warnings", [])]
         for w in warnings:
             card.log.appendPlainText(f"warning: {w}")
@@ -477,9 +513,10 @@ class QuantizePage(QWidget):
 
     def _on_failed(self, card: JobCard, message: str) -> None:
         cancelled = card.job is not None and card.job.cancelled
-        card.set_state("cancelled" if cancelled else "failed",
-                       "Cancelled; no partial files were kept." if cancelled
-                       else f"Failed: {message}")
+        card.set_state(
+            "cancelled" if cancelled else "failed",
+            "Cancelled; no partial files were kept." if cancelled else f"Failed: {message}",
+        )
         card.bar.setRange(0, 1)
         card.bar.setValue(0)
         if not cancelled and not card.log.isVisible():

@@ -64,8 +64,9 @@ class _LibraryScan(QThread):
 class ServerPage(QWidget):
     """Start and watch ``quantdesk serve``; the knobs persist in :class:`AppSettings`."""
 
-    def __init__(self, settings: AppSettings, context: AppContext,
-                 parent: QWidget | None = None) -> None:
+    def __init__(
+        self, settings: AppSettings, context: AppContext, parent: QWidget | None = None
+    ) -> None:
         super().__init__(parent)
         self.settings = settings
         self.context = context
@@ -83,8 +84,11 @@ class ServerPage(QWidget):
         outer = QVBoxLayout(self)
         outer.setContentsMargins(28, 22, 28, 22)
         outer.setSpacing(12)
-        outer.addWidget(page_header(
-            "Server", "Serve a GGUF model over an OpenAI-compatible API on this machine."))
+        outer.addWidget(
+            page_header(
+                "Server", "Serve a GGUF model over an OpenAI-compatible API on this machine."
+            )
+        )
         self.banner = Banner()
         self.banner.action_clicked.connect(self._on_banner_action)
         outer.addWidget(self.banner)
@@ -193,8 +197,14 @@ class ServerPage(QWidget):
                 grid.addWidget(w2, row, 3)
         grid.setColumnStretch(1, 1)
         grid.setColumnStretch(3, 1)
-        for spin in (self.ctx_spin, self.parallel_spin, self.batch_spin, self.ubatch_spin,
-                     self.ngl_spin, self.threads_spin):
+        for spin in (
+            self.ctx_spin,
+            self.parallel_spin,
+            self.batch_spin,
+            self.ubatch_spin,
+            self.ngl_spin,
+            self.threads_spin,
+        ):
             spin.valueChanged.connect(self._on_knob_changed)
         for combo in (self.ctk_combo, self.ctv_combo, self.fa_combo, self.kv_layout_combo):
             combo.currentIndexChanged.connect(self._on_knob_changed)
@@ -277,7 +287,8 @@ class ServerPage(QWidget):
             self.snippet_tabs.addTab(edit, title)
         copy = set_button_role(QPushButton("Copy snippet"), "flat")
         copy.clicked.connect(
-            lambda: self._copy(self.snippet_edits[self.snippet_tabs.currentIndex()].toPlainText()))
+            lambda: self._copy(self.snippet_edits[self.snippet_tabs.currentIndex()].toPlainText())
+        )
         self.snippet_tabs.setCornerWidget(copy)
         # up to 200 px; less on a short window (a banner above, 1280x720) rather than
         # pushing the whole page into a scroll area
@@ -419,8 +430,9 @@ class ServerPage(QWidget):
         return view
 
     def _open_gguf(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(self, "Open a GGUF model", str(Path.home()),
-                                              "GGUF models (*.gguf)")
+        path, _ = QFileDialog.getOpenFileName(
+            self, "Open a GGUF model", str(Path.home()), "GGUF models (*.gguf)"
+        )
         if path:
             self.set_model(path)
 
@@ -467,20 +479,30 @@ class ServerPage(QWidget):
         self._update_endpoint()
         self._port_note = (
             f"Port {busy} is in use by another program, so QuantDesk serves on port {port} "
-            "instead and will keep using it. You can change it under Network.")
+            "instead and will keep using it. You can change it under Network."
+        )
         self.banner.show_message(self._port_note, "info")
 
     def _on_state(self, state: str) -> None:
         self.light.set_state(state)
-        labels = {"running": "Running", "starting": "Starting…", "stopping": "Stopping…",
-                  "crashed": failure_title(self.server.last_error), "stopped": "Stopped"}
+        labels = {
+            "running": "Running",
+            "starting": "Starting…",
+            "stopping": "Stopping…",
+            "crashed": failure_title(self.server.last_error),
+            "stopped": "Stopped",
+        }
         self.state_label.setText(labels.get(state, state))
-        active = state in (ServerState.STARTING.value, ServerState.RUNNING.value,
-                           ServerState.STOPPING.value)
+        active = state in (
+            ServerState.STARTING.value,
+            ServerState.RUNNING.value,
+            ServerState.STOPPING.value,
+        )
         self.start_button.setEnabled(not active)
         self.stop_button.setEnabled(active and state != ServerState.STOPPING.value)
-        self.restart_button.setEnabled(state != ServerState.STOPPING.value
-                                       and self.server.knobs is not None)
+        self.restart_button.setEnabled(
+            state != ServerState.STOPPING.value and self.server.knobs is not None
+        )
         if state == "starting":
             self.detail_label.setText("Loading the model and warming up…")
         elif state == "stopped":
@@ -496,7 +518,8 @@ class ServerPage(QWidget):
         if k is not None:
             name = DEFAULT_MODEL_ID if k.model == "default" else Path(k.model).stem
             self.detail_label.setText(
-                f"{name} · ctx {k.ctx_size:,} · {k.parallel} parallel · pid {self.server.pid()}")
+                f"{name} · ctx {k.ctx_size:,} · {k.parallel} parallel · pid {self.server.pid()}"
+            )
         self._update_endpoint()
 
     def _on_crashed(self, message: str) -> None:
@@ -511,11 +534,13 @@ class ServerPage(QWidget):
             log.info("OOM on load; fit verdict was %s", view.verdict)
         self.banner.show_message(message, "error", "Restart")
         if error is not None and error.while_starting:
-            self.detail_label.setText("The server did not start. Change the settings or the "
-                                      "model, then restart.")
+            self.detail_label.setText(
+                "The server did not start. Change the settings or the model, then restart."
+            )
         else:
-            self.detail_label.setText("The server stopped. Your chats are kept; restart when "
-                                      "ready.")
+            self.detail_label.setText(
+                "The server stopped. Your chats are kept; restart when ready."
+            )
 
     def _update_endpoint(self) -> None:
         k = self.server.knobs if self.server.state is ServerState.RUNNING else None

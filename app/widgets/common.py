@@ -104,7 +104,11 @@ class StatusLight(QWidget):
     """A round coloured dot: green running, amber starting/stopping, red crashed, grey stopped."""
 
     COLOURS: ClassVar[dict[str, str]] = {
-        "running": GOOD, "starting": WARN, "stopping": WARN, "crashed": BAD, "stopped": IDLE,
+        "running": GOOD,
+        "starting": WARN,
+        "stopping": WARN,
+        "crashed": BAD,
+        "stopped": IDLE,
     }
 
     def __init__(self, parent: QWidget | None = None) -> None:

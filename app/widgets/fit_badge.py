@@ -37,8 +37,13 @@ class FitVerdict:
     message: str
 
 
-def remote_fits(repo_id: str, filenames: list[str], knobs: ServerKnobs,
-                revision: str | None = None, limit: int = 24) -> dict[str, FitVerdict]:
+def remote_fits(
+    repo_id: str,
+    filenames: list[str],
+    knobs: ServerKnobs,
+    revision: str | None = None,
+    limit: int = 24,
+) -> dict[str, FitVerdict]:
     """Fit verdicts for GGUF files of a Hub repo (blocking: run it in a worker)."""
     from backend.fit.fit_estimate import FitSettings, estimate_fit
     from backend.fit.memory_probe import probe_memory
@@ -46,9 +51,14 @@ def remote_fits(repo_id: str, filenames: list[str], knobs: ServerKnobs,
 
     memory = probe_memory()
     settings = FitSettings(
-        n_ctx=knobs.ctx_size, n_parallel=knobs.parallel, cache_type_k=knobs.cache_type_k,
-        cache_type_v=knobs.cache_type_v, n_gpu_layers=knobs.gpu_layers,
-        n_batch=knobs.batch_size, n_ubatch=knobs.ubatch_size, flash_attn=knobs.flash_attn,
+        n_ctx=knobs.ctx_size,
+        n_parallel=knobs.parallel,
+        cache_type_k=knobs.cache_type_k,
+        cache_type_v=knobs.cache_type_v,
+        n_gpu_layers=knobs.gpu_layers,
+        n_batch=knobs.batch_size,
+        n_ubatch=knobs.ubatch_size,
+        flash_attn=knobs.flash_attn,
     )
     out: dict[str, FitVerdict] = {}
     for name in filenames[:limit]:

@@ -38,8 +38,9 @@ class _Meter(QWidget):
         if self.needed > self.total:
             colour = BAD
         p.setBrush(QColor(colour))
-        p.drawRoundedRect(QRectF(rect.x(), rect.y(), max(8.0, rect.width() * frac),
-                                 rect.height()), 6, 6)
+        p.drawRoundedRect(
+            QRectF(rect.x(), rect.y(), max(8.0, rect.width() * frac), rect.height()), 6, 6
+        )
 
 
 class FitBar(QWidget):
@@ -107,11 +108,14 @@ class FitBar(QWidget):
         self.vram_meter.set_values(view.vram_needed, view.vram_total)
         if view.vram_total:
             self.vram_text.setText(
-                f"{human_bytes(view.vram_needed)} of {human_bytes(view.vram_total)} free")
+                f"{human_bytes(view.vram_needed)} of {human_bytes(view.vram_total)} free"
+            )
         else:
             self.vram_text.setText("no NVIDIA GPU")
             self.vram_text.setToolTip(view.gpu_note or "")
         self.ram_meter.set_values(view.ram_needed, view.ram_total)
         self.ram_text.setText(
             f"{human_bytes(view.ram_needed)} of {human_bytes(view.ram_total)} free"
-            if view.ram_total else human_bytes(view.ram_needed))
+            if view.ram_total
+            else human_bytes(view.ram_needed)
+        )

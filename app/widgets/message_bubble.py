@@ -19,8 +19,9 @@ def meta_text(meta: dict[str, object]) -> str:
     if meta.get("tokens_per_s") is not None:
         parts.append(f"{meta['tokens_per_s']} tok/s")
     if meta.get("ttft_ms") is not None:
-        parts.append(f"TTFT {meta['ttft_ms']:.0f} ms" if isinstance(meta["ttft_ms"], int | float)
-                     else "")
+        parts.append(
+            f"TTFT {meta['ttft_ms']:.0f} ms" if isinstance(meta["ttft_ms"], int | float) else ""
+        )
     if meta.get("cancelled"):
         parts.append("stopped")
     return " · ".join(p for p in parts if p)
@@ -51,9 +52,11 @@ class MessageBubble(QFrame):
         self.copy_button.clicked.connect(self.copy_requested)
         head.addWidget(self.copy_button)
         self.action_button = set_button_role(
-            QPushButton("Edit" if role == "user" else "Regenerate"), "flat")
+            QPushButton("Edit" if role == "user" else "Regenerate"), "flat"
+        )
         self.action_button.clicked.connect(
-            self.edit_requested if role == "user" else self.regenerate_requested)
+            self.edit_requested if role == "user" else self.regenerate_requested
+        )
         head.addWidget(self.action_button)
         v.addLayout(head)
         self.body = QLabel()
@@ -62,7 +65,8 @@ class MessageBubble(QFrame):
         self.body.setOpenExternalLinks(True)
         self.body.setTextInteractionFlags(
             Qt.TextInteractionFlag.TextSelectableByMouse
-            | Qt.TextInteractionFlag.LinksAccessibleByMouse)
+            | Qt.TextInteractionFlag.LinksAccessibleByMouse
+        )
         v.addWidget(self.body)
         self.meta = QLabel()
         self.meta.setObjectName("BubbleMeta")

@@ -37,8 +37,7 @@ class ChatStreamWorker(QThread):
     def __init__(self, base_url: str, payload: dict[str, Any], api_key: str = "") -> None:
         super().__init__()
         self.base_url = base_url
-        self.payload = {**payload, "stream": True,
-                        "stream_options": {"include_usage": True}}
+        self.payload = {**payload, "stream": True, "stream_options": {"include_usage": True}}
         self.api_key = api_key
         self._cancel = threading.Event()
 
@@ -54,8 +53,10 @@ class ChatStreamWorker(QThread):
         finish_reason: str | None = None
         timeout = httpx.Timeout(10.0, read=300.0)
         try:
-            with httpx.Client(base_url=self.base_url, headers=headers, timeout=timeout) as client, \
-                    client.stream("POST", "/v1/chat/completions", json=self.payload) as response:
+            with (
+                httpx.Client(base_url=self.base_url, headers=headers, timeout=timeout) as client,
+                client.stream("POST", "/v1/chat/completions", json=self.payload) as response,
+            ):
                 if response.status_code != 200:
                     self.failed.emit(_error_text(response))
                     return
@@ -93,10 +94,14 @@ class ChatStreamWorker(QThread):
         end = time.monotonic()
         tokens = usage_tokens if usage_tokens is not None else deltas
         gen_s = end - first if first is not None else 0.0
-        self.finished_reply.emit({
-            "ttft_ms": round((first - started) * 1000, 1) if first is not None else None,
-            "tokens": tokens,
-            "tokens_per_s": round((tokens - 1) / gen_s, 1) if gen_s > 0 and tokens > 1 else None,
-            "finish_reason": finish_reason,
-            "cancelled": self._cancel.is_set(),
-        })
+        self.finished_reply.emit(
+            {
+                "ttft_ms": round((first - started) * 1000, 1) if first is not None else None,
+                "tokens": tokens,
+                "tokens_per_s": round((tokens - 1) / gen_s, 1)
+                if gen_s > 0 and tokens > 1
+                else None,
+                "finish_reason": finish_reason,
+                "cancelled": self._cancel.is_set(),
+            }
+        )

@@ -51,8 +51,7 @@ class DownloadWorker(QThread):
     def run(self) -> None:
         try:
             files = [self.filename] if self.filename else None  # None: the repo's model files
-            paths = pull(self.repo_id, files, progress=self._on_progress,
-                         cancel=self._cancel)
+            paths = pull(self.repo_id, files, progress=self._on_progress, cancel=self._cancel)
         except DownloadCancelledError:
             self.cancelled.emit()
             return

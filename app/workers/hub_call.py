@@ -22,8 +22,9 @@ class HubCall(QThread):
     succeeded = Signal(object)
     failed = Signal(str)
 
-    def __init__(self, func: Callable[[], Any], tag: object = None,
-                 parent: QObject | None = None) -> None:
+    def __init__(
+        self, func: Callable[[], Any], tag: object = None, parent: QObject | None = None
+    ) -> None:
         super().__init__(parent)
         self.func = func
         self.tag = tag
@@ -41,8 +42,13 @@ class HubCall(QThread):
         self.succeeded.emit(result)
 
 
-def run_call(owner: QObject, func: Callable[[], Any], on_ok: Callable[[Any], None],
-             on_error: Callable[[str], None], tag: object = None) -> HubCall:
+def run_call(
+    owner: QObject,
+    func: Callable[[], Any],
+    on_ok: Callable[[Any], None],
+    on_error: Callable[[str], None],
+    tag: object = None,
+) -> HubCall:
     """Start ``func`` in a :class:`HubCall` owned by ``owner``; it deletes itself when done."""
     call = HubCall(func, tag, owner)
     call.succeeded.connect(on_ok)

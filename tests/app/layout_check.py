@@ -44,12 +44,24 @@ from PySide6.QtWidgets import (
 
 # Widgets whose children are their own implementation: checked as a single box.
 _OPAQUE: tuple[type[QWidget], ...] = (
-    QAbstractSpinBox, QComboBox, QLineEdit, QAbstractButton, QTabBar, QScrollBar,
-    QAbstractItemView, QGraphicsView,
+    QAbstractSpinBox,
+    QComboBox,
+    QLineEdit,
+    QAbstractButton,
+    QTabBar,
+    QScrollBar,
+    QAbstractItemView,
+    QGraphicsView,
 )
 # Widgets held to their minimum size hint.
 _SIZED: tuple[type[QWidget], ...] = (
-    QPushButton, QToolButton, QLineEdit, QComboBox, QAbstractSpinBox, QCheckBox, QRadioButton,
+    QPushButton,
+    QToolButton,
+    QLineEdit,
+    QComboBox,
+    QAbstractSpinBox,
+    QCheckBox,
+    QRadioButton,
 )
 
 
@@ -87,8 +99,11 @@ _DIRECT = Qt.FindChildOption.FindDirectChildrenOnly
 
 
 def _visible_children(widget: QWidget) -> list[QWidget]:
-    return [c for c in widget.findChildren(QWidget, options=_DIRECT)
-            if c.isVisible() and not _is_overlay(c)]
+    return [
+        c
+        for c in widget.findChildren(QWidget, options=_DIRECT)
+        if c.isVisible() and not _is_overlay(c)
+    ]
 
 
 def _squeezed(widget: QWidget) -> str | None:
@@ -99,8 +114,9 @@ def _squeezed(widget: QWidget) -> str | None:
         if widget.pixmap() is not None and not widget.pixmap().isNull():
             hint = widget.sizeHint()
             if size.width() < hint.width() or size.height() < hint.height():
-                return f"pixmap label {size.width()}x{size.height()} < {hint.width()}x" \
-                       f"{hint.height()}"
+                return (
+                    f"pixmap label {size.width()}x{size.height()} < {hint.width()}x{hint.height()}"
+                )
             return None
         if not widget.text():
             return None
@@ -113,8 +129,9 @@ def _squeezed(widget: QWidget) -> str | None:
         if size.width() + 1 < hint.width():
             return f"text needs {hint.width()} px of width, has {size.width()}"
         if size.height() + 1 < widget.minimumSizeHint().height():
-            return f"text needs {widget.minimumSizeHint().height()} px of height, " \
-                   f"has {size.height()}"
+            return (
+                f"text needs {widget.minimumSizeHint().height()} px of height, has {size.height()}"
+            )
         return None
     if isinstance(widget, _SIZED):
         hint = widget.minimumSizeHint()
@@ -124,8 +141,7 @@ def _squeezed(widget: QWidget) -> str | None:
             if size.height() + 1 < hint.height() or size.width() < 60:
                 return f"{size.width()}x{size.height()} < min 60x{hint.height()}"
             return None
-        if isinstance(widget, QAbstractButton) and not isinstance(widget, QCheckBox
-                                                                  | QRadioButton):
+        if isinstance(widget, QAbstractButton) and not isinstance(widget, QCheckBox | QRadioButton):
             hint = hint.expandedTo(widget.sizeHint()) if widget.text() else hint
         if isinstance(widget, QCheckBox | QRadioButton) and widget.text():
             hint = hint.expandedTo(widget.sizeHint())
@@ -138,11 +154,10 @@ def _pairwise_overlaps(children: list[QWidget]) -> list[str]:
     out = []
     for i, a in enumerate(children):
         ra = a.geometry()
-        for b in children[i + 1:]:
+        for b in children[i + 1 :]:
             inter = ra.intersected(b.geometry())
             if inter.width() > 0 and inter.height() > 0:
-                out.append(f"overlap: {_name(a)} {_rect(ra)} and {_name(b)} "
-                           f"{_rect(b.geometry())}")
+                out.append(f"overlap: {_name(a)} {_rect(ra)} and {_name(b)} {_rect(b.geometry())}")
     return out
 
 
@@ -160,14 +175,18 @@ def layout_problems(root: QWidget) -> list[str]:
             problems.append(f"squeezed: {_name(widget)}: {reason}")
         content = widget.widget() if isinstance(widget, QScrollArea) else None
         if isinstance(widget, QScrollArea) and content is not None:
-            if (widget.horizontalScrollBarPolicy().name == "ScrollBarAlwaysOff"
-                    and content.isVisible()):
+            if (
+                widget.horizontalScrollBarPolicy().name == "ScrollBarAlwaysOff"
+                and content.isVisible()
+            ):
                 need = max(content.minimumSizeHint().width(), content.minimumWidth())
                 have = widget.viewport().width()
                 if need > have + 1:
-                    problems.append(f"clipped: {_name(content)} needs {need} px of width "
-                                    f"in a scroll area {have} px wide with no horizontal "
-                                    f"scroll bar")
+                    problems.append(
+                        f"clipped: {_name(content)} needs {need} px of width "
+                        f"in a scroll area {have} px wide with no horizontal "
+                        f"scroll bar"
+                    )
             if content.isVisible():
                 visit(content)
             return
@@ -182,8 +201,10 @@ def layout_problems(root: QWidget) -> list[str]:
         for child in children:
             g = child.geometry()
             if not inside.contains(g):
-                problems.append(f"clipped: {_name(child)} {_rect(g)} outside its parent "
-                                f"{_name(widget)} {_rect(inside)}")
+                problems.append(
+                    f"clipped: {_name(child)} {_rect(g)} outside its parent "
+                    f"{_name(widget)} {_rect(inside)}"
+                )
         problems.extend(_pairwise_overlaps(children))
         for child in children:
             visit(child)

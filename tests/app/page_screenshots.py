@@ -48,19 +48,51 @@ def _start_hub(smollm2: Path) -> object:
 
     hub = HubStandIn()
     readme = StandInFile("README.md", data=b"# model card\n", lfs=False)
-    files = [StandInFile(f"SmolLM2-135M-Instruct-{q}.gguf", source=smollm2)
-             for q in ("Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M", "Q4_1", "Q3_K_M", "Q2_K")]
-    hub.add(StandInRepo("bartowski/SmolLM2-135M-Instruct-GGUF", [readme, *files],
-                        tags=["gguf", "llama"], library_name="gguf", downloads=48_213,
-                        likes=37))
-    hub.add(StandInRepo("HuggingFaceTB/SmolLM2-135M-Instruct-GGUF", [readme, files[4]],
-                        tags=["gguf", "llama"], library_name="gguf", downloads=21_870,
-                        likes=52))
-    hub.add(StandInRepo("QuantFactory/SmolLM2-360M-Instruct-GGUF", [readme, files[3]],
-                        tags=["gguf", "llama"], library_name="gguf", downloads=3_411, likes=9))
-    hub.add(StandInRepo("unsloth/SmolLM2-1.7B-Instruct-GGUF", [readme, files[0]],
-                        tags=["gguf", "llama"], library_name="gguf", downloads=12_094, likes=18,
-                        gated="auto"))
+    files = [
+        StandInFile(f"SmolLM2-135M-Instruct-{q}.gguf", source=smollm2)
+        for q in ("Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M", "Q4_1", "Q3_K_M", "Q2_K")
+    ]
+    hub.add(
+        StandInRepo(
+            "bartowski/SmolLM2-135M-Instruct-GGUF",
+            [readme, *files],
+            tags=["gguf", "llama"],
+            library_name="gguf",
+            downloads=48_213,
+            likes=37,
+        )
+    )
+    hub.add(
+        StandInRepo(
+            "HuggingFaceTB/SmolLM2-135M-Instruct-GGUF",
+            [readme, files[4]],
+            tags=["gguf", "llama"],
+            library_name="gguf",
+            downloads=21_870,
+            likes=52,
+        )
+    )
+    hub.add(
+        StandInRepo(
+            "QuantFactory/SmolLM2-360M-Instruct-GGUF",
+            [readme, files[3]],
+            tags=["gguf", "llama"],
+            library_name="gguf",
+            downloads=3_411,
+            likes=9,
+        )
+    )
+    hub.add(
+        StandInRepo(
+            "unsloth/SmolLM2-1.7B-Instruct-GGUF",
+            [readme, files[0]],
+            tags=["gguf", "llama"],
+            library_name="gguf",
+            downloads=12_094,
+            likes=18,
+            gated="auto",
+        )
+    )
     hub.start()
     os.environ["HF_ENDPOINT"] = hub.url
     os.environ["HF_HUB_OFFLINE"] = "0"
@@ -125,11 +157,17 @@ def take(out: Path, size: tuple[int, int] = (1440, 900)) -> list[Path]:
     root = ModelLibrary().root
     _wait(lambda: len(compare.entries) >= 4, 30)
     compare.set_reference(str(root / "SmolLM2-135M-Instruct-Q8_0.gguf"))
-    compare.set_candidates([str(root / "SmolLM2-135M-Instruct-Q6_K.gguf"),
-                            str(root / "SmolLM2-135M-Instruct-Q4_K_M.gguf"), str(smollm2)])
+    compare.set_candidates(
+        [
+            str(root / "SmolLM2-135M-Instruct-Q6_K.gguf"),
+            str(root / "SmolLM2-135M-Instruct-Q4_K_M.gguf"),
+            str(smollm2),
+        ]
+    )
     compare.prompts_edit.setPlainText(
         "What is the capital of France?\nGive me three tips for writing clean Python code.\n"
-        "Explain what a GGUF file is in one sentence.")
+        "Explain what a GGUF file is in one sentence."
+    )
     compare.ctx_spin.setValue(128)
     compare.chunks_spin.setValue(8)
     compare.threads_spin.setValue(int(threads))
@@ -166,8 +204,12 @@ def take(out: Path, size: tuple[int, int] = (1440, 900)) -> list[Path]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--out", type=Path, default=Path("docs/screenshots"))
-    parser.add_argument("--size", type=parse_size, default=(1440, 900),
-                        help="window size in logical pixels, e.g. 1280x720")
+    parser.add_argument(
+        "--size",
+        type=parse_size,
+        default=(1440, 900),
+        help="window size in logical pixels, e.g. 1280x720",
+    )
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     take(args.out, args.size)

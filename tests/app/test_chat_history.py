@@ -18,12 +18,19 @@ def test_history_reopen_and_delete(window: MainWindow, qtbot: QtBot) -> None:
     assert chat.banner.isVisibleTo(chat) and "not running" in chat.banner.label.text()
     assert not chat.send_button.isEnabled()
 
-    conv = Conversation(system_prompt="Answer in French.",
-                        params={"temperature": 1.3, "top_k": 7, "max_tokens": 99, "seed": 42})
+    conv = Conversation(
+        system_prompt="Answer in French.",
+        params={"temperature": 1.3, "top_k": 7, "max_tokens": 99, "seed": 42},
+    )
     reply = "Bonjour **!**\n\n```python\nx = 1\n```"
-    conv.messages += [ChatMessage(role="user", content="Hello there"),
-                      ChatMessage(role="assistant", content=reply,
-                                  meta={"tokens": 9, "tokens_per_s": 30.5, "ttft_ms": 120.0})]
+    conv.messages += [
+        ChatMessage(role="user", content="Hello there"),
+        ChatMessage(
+            role="assistant",
+            content=reply,
+            meta={"tokens": 9, "tokens_per_s": 30.5, "ttft_ms": 120.0},
+        ),
+    ]
     conv.auto_title()
     ChatStore().save(conv)
     chat.refresh_history()

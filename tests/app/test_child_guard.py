@@ -42,7 +42,9 @@ def test_child_is_terminated_when_the_parent_is_killed() -> None:
 def test_guard_refuses_when_parent_is_already_gone() -> None:
     result = subprocess.run(
         [sys.executable, "-m", "app.child_guard", "1", sys.executable, "-c", "print('ran')"],
-        capture_output=True, text=True, timeout=30,
+        capture_output=True,
+        text=True,
+        timeout=30,
     )
     if sys.platform.startswith("linux"):
         assert result.returncode == 1 and "ran" not in result.stdout

@@ -33,9 +33,24 @@ def _make_q8_0(source: Path) -> Path:
     """A second model in the library: SmolLM2 re-quantised to Q8_0 by the real CLI."""
     out = ModelLibrary().root
     subprocess.run(
-        [sys.executable, "-m", "backend.entrypoints.main", "quantize", str(source), "--type", "Q8_0",
-         "--allow-requantize", "--out", str(out), "--threads", "2"],
-        check=True, cwd=ROOT, capture_output=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "backend.entrypoints.main",
+            "quantize",
+            str(source),
+            "--type",
+            "Q8_0",
+            "--allow-requantize",
+            "--out",
+            str(out),
+            "--threads",
+            "2",
+        ],
+        check=True,
+        cwd=ROOT,
+        capture_output=True,
+        timeout=300,
     )
     return out / "SmolLM2-135M-Instruct-Q8_0.gguf"
 
@@ -45,14 +60,24 @@ def _text(tmp_path: Path) -> Path:
     text.write_text(
         "A quantised model stores its weights with fewer bits. The question is how much of "
         "the original model's behaviour survives, token by token, on ordinary text. " * 30,
-        encoding="utf-8")
+        encoding="utf-8",
+    )
     return text
 
 
 def test_arguments_are_accepted_by_the_real_cli(tmp_path: Path) -> None:
-    args = compare_arguments("/r.gguf", ["/a.gguf", "/b.gguf"], tmp_path, text="/t.txt",
-                             prompts_file=tmp_path / "p.txt", ctx=64, chunks=3, answers=True,
-                             speed=False, threads=2)
+    args = compare_arguments(
+        "/r.gguf",
+        ["/a.gguf", "/b.gguf"],
+        tmp_path,
+        text="/t.txt",
+        prompts_file=tmp_path / "p.txt",
+        ctx=64,
+        chunks=3,
+        answers=True,
+        speed=False,
+        threads=2,
+    )
     parsed = build_parser().parse_args([*args, "--progress-jsonl"])
     assert parsed.command == "compare"
     assert str(parsed.reference) == "/r.gguf"
@@ -116,13 +141,14 @@ def test_compare_run_fills_table_plot_and_answers(
     assert 0 < cand["kld_mean"] < 1
     assert float(cell(1, "PPL ratio")) == pytest.approx(cand["ppl_ratio"], abs=1e-3)
     assert float(cell(1, "Same top %")) == pytest.approx(cand["same_top_pct"], abs=0.05)
-    assert math.isfinite(float(cell(1, "PPL"))) and float(cell(1, "bpw")) < float(
-        cell(0, "bpw"))
+    assert math.isfinite(float(cell(1, "PPL"))) and float(cell(1, "bpw")) < float(cell(0, "bpw"))
     assert page.plotted_points() == 1
     # answers side by side: one column per model, the real replies
     assert len(page.answer_views) == 2
-    assert page.answer_texts() == [data["answers"][0]["reference"],
-                                   data["answers"][0]["candidates"][0]]
+    assert page.answer_texts() == [
+        data["answers"][0]["reference"],
+        data["answers"][0]["candidates"][0],
+    ]
     assert all(t.strip() for t in page.answer_texts())
 
     out = tmp_path / "exported.html"

@@ -17,14 +17,29 @@ def _snapshot(i: int) -> dict[str, object]:
         "requests": {"running": i % 3, "queued": i % 2, "completed": i, "errors": 0},
         "tokens": {"gen_tokens_per_s": 50.0 + i, "prompt_tokens_per_s": 200.0},
         "latency": {"ttft_ms_p50": 80.0, "ttft_ms_p99": 150.0, "ttft_ms_last": None},
-        "kv": {"cells_used": 10 * i, "cells_total": 1024, "bytes_used": 23040 * 10 * i,
-               "bytes_total": 23040 * 1024, "used_pct": 100 * 10 * i / 1024},
+        "kv": {
+            "cells_used": 10 * i,
+            "cells_total": 1024,
+            "bytes_used": 23040 * 10 * i,
+            "bytes_total": 23040 * 1024,
+            "used_pct": 100 * 10 * i / 1024,
+        },
         "prefix_cache": {"hits": i // 4, "misses": i // 5, "tokens_saved": 7 * i},
-        "system": {"rss_bytes": 2.5e8, "cpu_pct": 90.0, "ram_used_bytes": 3e9,
-                   "ram_total_bytes": 2.5e10,
-                   "gpus": [{"index": 0, "name": "Test GPU", "vram_used_bytes": 2**30 * i / 10,
-                             "vram_total_bytes": 8 * 2**30}],
-                   "gpu_note": None},
+        "system": {
+            "rss_bytes": 2.5e8,
+            "cpu_pct": 90.0,
+            "ram_used_bytes": 3e9,
+            "ram_total_bytes": 2.5e10,
+            "gpus": [
+                {
+                    "index": 0,
+                    "name": "Test GPU",
+                    "vram_used_bytes": 2**30 * i / 10,
+                    "vram_total_bytes": 8 * 2**30,
+                }
+            ],
+            "gpu_note": None,
+        },
     }
 
 

@@ -48,20 +48,27 @@ def test_a_fresh_debian_gets_the_apt_line() -> None:
     assert line.startswith("quantdesk: error: Qt cannot open a window: missing ")
     for soname in FRESH_DEBIAN_LACKS:
         assert soname in line
-    assert line.endswith("sudo apt install libxcb-cursor0 libxcb-icccm4 libxcb-keysyms1") or \
-        "(Debian/Ubuntu: sudo apt install libxcb-cursor0 libxcb-icccm4 libxcb-keysyms1)" in line
+    assert (
+        line.endswith("sudo apt install libxcb-cursor0 libxcb-icccm4 libxcb-keysyms1")
+        or "(Debian/Ubuntu: sudo apt install libxcb-cursor0 libxcb-icccm4 libxcb-keysyms1)" in line
+    )
 
 
 @linux_only
 def test_nothing_missing_or_no_xcb_means_no_complaint() -> None:
     assert display_problem(env={"DISPLAY": ":0"}, load=lambda _s: True, platform="linux") is None
     # Qt will not use xcb: offscreen, Wayland, or another OS
-    for env in ({"QT_QPA_PLATFORM": "offscreen"}, {"QT_QPA_PLATFORM": "wayland"},
-                {"DISPLAY": ":0", "WAYLAND_DISPLAY": "wayland-0"}):
+    for env in (
+        {"QT_QPA_PLATFORM": "offscreen"},
+        {"QT_QPA_PLATFORM": "wayland"},
+        {"DISPLAY": ":0", "WAYLAND_DISPLAY": "wayland-0"},
+    ):
         assert display_problem(env=env, load=_fresh_debian, platform="linux") is None, env
     assert display_problem(env={"DISPLAY": ":0"}, load=_fresh_debian, platform="darwin") is None
-    assert display_problem(env={"QT_QPA_PLATFORM": "xcb"}, load=_fresh_debian,
-                           platform="linux") is not None
+    assert (
+        display_problem(env={"QT_QPA_PLATFORM": "xcb"}, load=_fresh_debian, platform="linux")
+        is not None
+    )
     assert wants_xcb({"QT_QPA_PLATFORM": "xcb:display=:1"})
 
 

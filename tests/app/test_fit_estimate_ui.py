@@ -21,8 +21,10 @@ def test_knobs_change_the_fit_estimate(window: MainWindow, qtbot: QtBot) -> None
     assert base.kv_bytes > 0
 
     page.ctx_spin.setValue(page.ctx_spin.value() * 4)  # 1024 -> 4096 cells
-    qtbot.waitUntil(lambda: page.fit_bar.view is not None
-                    and page.fit_bar.view.kv_bytes > base.kv_bytes, timeout=3000)
+    qtbot.waitUntil(
+        lambda: page.fit_bar.view is not None and page.fit_bar.view.kv_bytes > base.kv_bytes,
+        timeout=3000,
+    )
     bigger = page.fit_bar.view
     assert bigger is not None
     assert bigger.kv_bytes == pytest.approx(4 * base.kv_bytes, rel=0.05)
@@ -31,8 +33,10 @@ def test_knobs_change_the_fit_estimate(window: MainWindow, qtbot: QtBot) -> None
 
     page.ctk_combo.setCurrentText("q8_0")
     page.ctv_combo.setCurrentText("q8_0")
-    qtbot.waitUntil(lambda: page.fit_bar.view is not None
-                    and page.fit_bar.view.kv_bytes < bigger.kv_bytes, timeout=3000)
+    qtbot.waitUntil(
+        lambda: page.fit_bar.view is not None and page.fit_bar.view.kv_bytes < bigger.kv_bytes,
+        timeout=3000,
+    )
     quantised = page.fit_bar.view
     assert quantised is not None
     assert quantised.kv_bytes == pytest.approx(bigger.kv_bytes * 34 / 64, rel=0.05)

@@ -18,9 +18,16 @@ from backend.entrypoints.main import build_parser
 
 
 def test_serve_arguments_are_accepted_by_the_real_cli(tmp_path: Path) -> None:
-    knobs = ServerKnobs(ctx_size=1024, parallel=2, cache_type_k="q8_0", flash_attn="on",
-                        api_key="sekret", cors_origins=["http://a", "http://b"], port=0,
-                        kv_per_slot=True)
+    knobs = ServerKnobs(
+        ctx_size=1024,
+        parallel=2,
+        cache_type_k="q8_0",
+        flash_attn="on",
+        api_key="sekret",
+        cors_origins=["http://a", "http://b"],
+        port=0,
+        kv_per_slot=True,
+    )
     args = serve_arguments(knobs, tmp_path / "port")
     assert launcher_prefix()[-3:] == [sys.executable, "-m", "backend.entrypoints.main"]
     parsed = build_parser().parse_args(args)
@@ -42,8 +49,14 @@ def test_base_url_for_wildcard_binds() -> None:
 
 
 def test_explain_exit_in_plain_words() -> None:
-    oom = explain_exit(["loading", "ggml_backend_cpu_buffer_type_alloc_buffer: failed to "
-                        "allocate buffer of size 9999"], -6, True)
+    oom = explain_exit(
+        [
+            "loading",
+            "ggml_backend_cpu_buffer_type_alloc_buffer: failed to allocate buffer of size 9999",
+        ],
+        -6,
+        True,
+    )
     assert oom.kind == "oom" and "out of memory" in str(oom)
     port = explain_exit(["OSError: [Errno 98] Address already in use"], 1, False)
     assert port.kind == "port_in_use"
@@ -70,7 +83,7 @@ def test_ring_buffer_keeps_the_latest_in_order() -> None:
 def test_markdown_highlights_code() -> None:
     html = markdown_to_html("Use **this**:\n\n```python\ndef f():\n    return 1\n```\n<b>x</b>")
     assert "<strong>this</strong>" in html
-    assert 'style="color:' in html.replace("style=\"color: ", 'style="color:')  # pygments spans
+    assert 'style="color:' in html.replace('style="color: ', 'style="color:')  # pygments spans
     assert "def" in html
     assert "&lt;b&gt;" in html  # raw HTML from the model is shown, not interpreted
 

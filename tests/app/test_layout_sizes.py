@@ -48,13 +48,16 @@ def test_pages_fit_without_overlap_or_clipping(
         found = layout_problems(window)
         holder = window.page_holder
         if holder.verticalScrollBar().isVisible() or holder.horizontalScrollBar().isVisible():
-            found.append(f"the whole page scrolls: it needs "
-                         f"{window.page(key).minimumSizeHint().toTuple()}, has "
-                         f"{holder.viewport().size().toTuple()}")
+            found.append(
+                f"the whole page scrolls: it needs "
+                f"{window.page(key).minimumSizeHint().toTuple()}, has "
+                f"{holder.viewport().size().toTuple()}"
+            )
         if found:
             problems[key] = found
     assert not problems, "\n".join(
-        f"{key}:\n  " + "\n  ".join(lines) for key, lines in problems.items())
+        f"{key}:\n  " + "\n  ".join(lines) for key, lines in problems.items()
+    )
 
 
 def test_smallest_window_scrolls_instead_of_squeezing(window: MainWindow, qtbot: QtBot) -> None:
@@ -71,7 +74,8 @@ def test_smallest_window_scrolls_instead_of_squeezing(window: MainWindow, qtbot:
         if found:
             problems[key] = found
     assert not problems, "\n".join(
-        f"{key}:\n  " + "\n  ".join(lines) for key, lines in problems.items())
+        f"{key}:\n  " + "\n  ".join(lines) for key, lines in problems.items()
+    )
 
 
 def test_the_check_sees_overlap_clipping_and_squeezing(qtbot: QtBot) -> None:

@@ -79,7 +79,10 @@ def test_offline_search_says_so_and_library_still_works(
 
 
 def test_search_download_appears_in_library_then_delete(
-    qtbot: QtBot, settings: AppSettings, hub: HubStandIn, smollm2_path: Path,  # noqa: F811
+    qtbot: QtBot,
+    settings: AppSettings,
+    hub: HubStandIn,
+    smollm2_path: Path,  # noqa: F811
     isolated_home: Path,
 ) -> None:
     page = _page(qtbot, settings)
@@ -87,8 +90,9 @@ def test_search_download_appears_in_library_then_delete(
     page.search_edit.setText("SmolLM2")
     with qtbot.waitSignal(page.search_finished, timeout=20_000):
         page.search_button.click()
-    repos = [page.results_list.item(i).text().split("\n")[0]
-             for i in range(page.results_list.count())]
+    repos = [
+        page.results_list.item(i).text().split("\n")[0] for i in range(page.results_list.count())
+    ]
     assert GGUF_REPO in repos
     with qtbot.waitSignal(page.fits_ready, timeout=30_000):
         page.results_list.setCurrentRow(repos.index(GGUF_REPO))
@@ -120,8 +124,10 @@ def test_search_download_appears_in_library_then_delete(
     want = f"{GGUF_REPO.replace('/', '--')}/{GGUF_FILE[:-5]}"
     assert want in _names(page)
     downloaded = Path(next(e.path for e in page.entries if e.name == want))
-    assert hashlib.sha256(downloaded.read_bytes()).digest() == hashlib.sha256(
-        smollm2_path.read_bytes()).digest()
+    assert (
+        hashlib.sha256(downloaded.read_bytes()).digest()
+        == hashlib.sha256(smollm2_path.read_bytes()).digest()
+    )
     r = _names(page).index(want)
     assert _text(page.library_table, r, 7) == GGUF_REPO
 

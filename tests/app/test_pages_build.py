@@ -15,8 +15,7 @@ from app.pages.chat_page import ChatPage
 from app.pages.dashboard_page import DashboardPage
 from app.pages.server_page import ServerPage
 
-OWN_PAGES = {"server": ServerPage, "dashboard": DashboardPage, "chat": ChatPage,
-             "bench": BenchPage}
+OWN_PAGES = {"server": ServerPage, "dashboard": DashboardPage, "chat": ChatPage, "bench": BenchPage}
 
 
 def test_every_page_builds(window: MainWindow, qtbot: QtBot) -> None:

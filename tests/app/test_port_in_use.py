@@ -40,8 +40,9 @@ def test_the_serve_error_line_names_the_port() -> None:
     error = explain_exit(["loading", line], 1, False, port=9999)
     assert error.kind == "port_in_use" and error.port == 8080
     assert str(error).startswith("Port 8080 is in use by another program")
-    v6 = explain_exit(["quantdesk: error: cannot listen on ::1:8081: Address already in use"],
-                      1, False)
+    v6 = explain_exit(
+        ["quantdesk: error: cannot listen on ::1:8081: Address already in use"], 1, False
+    )
     assert v6.port == 8081
     bare = explain_exit(["OSError: [Errno 98] Address already in use"], 1, False, port=8082)
     assert bare.port == 8082 and "Port 8082 is in use" in str(bare)

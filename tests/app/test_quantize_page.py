@@ -27,8 +27,14 @@ def _tick_only(page: QuantizePage, *names: str) -> None:
 
 
 def test_arguments_are_accepted_by_the_real_cli() -> None:
-    args = quantize_arguments("/m/model.gguf", ["Q8_0", "Q4_K_M"], calibration="/c.txt",
-                              allow_requantize=True, threads=3, out="/out")
+    args = quantize_arguments(
+        "/m/model.gguf",
+        ["Q8_0", "Q4_K_M"],
+        calibration="/c.txt",
+        allow_requantize=True,
+        threads=3,
+        out="/out",
+    )
     parsed = build_parser().parse_args([*args, "--progress-jsonl"])
     assert parsed.command == "quantize"
     assert parsed.source == "/m/model.gguf"
@@ -59,8 +65,7 @@ def test_requantise_smollm2_to_q8_0_lands_in_library(
     _tick_only(page, "Q8_0")
     page.threads_spin.setValue(2)
     assert page.start_button.isEnabled()
-    with qtbot.waitSignals([page.job_finished, page.library_loaded], timeout=120_000,
-                           order="none"):
+    with qtbot.waitSignals([page.job_finished, page.library_loaded], timeout=120_000, order="none"):
         page.start_button.click()
         card = page.jobs[0]
         assert page.jobs_stack.currentIndex() == 1
@@ -91,8 +96,9 @@ def test_cancel_keeps_no_partial_files(
         card.cancel_button.click()
     assert finished.args == ["cancelled"]
     assert card.state == "cancelled"
-    made = sorted(p.name for p in (tmp_path / "out").glob("*")) if (
-        tmp_path / "out").exists() else []
+    made = (
+        sorted(p.name for p in (tmp_path / "out").glob("*")) if (tmp_path / "out").exists() else []
+    )
     assert not [m for m in made if m.endswith((".part", ".tmp"))], made
     assert len([m for m in made if m.endswith(".gguf")]) < len(types), made
     page.shutdown()

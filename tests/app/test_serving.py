@@ -181,8 +181,9 @@ def test_serve_chat_watch_crash_restart(window: MainWindow, qtbot: QtBot) -> Non
     assert not psutil.pid_exists(new_pid) or psutil.Process(new_pid).status() == "zombie"
 
 
-def test_missing_model_is_reported_in_plain_words(window: MainWindow, qtbot: QtBot,
-                                                  tmp_path: Any) -> None:
+def test_missing_model_is_reported_in_plain_words(
+    window: MainWindow, qtbot: QtBot, tmp_path: Any
+) -> None:
     page = window.page("server")
     assert isinstance(page, ServerPage)
     page.set_model(str(tmp_path / "nope.gguf"))

@@ -78,9 +78,7 @@ def _handler(state: StreamServerState) -> type[BaseHTTPRequestHandler]:
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
             self.end_headers()
-            prompt = (
-                " ".join(m["content"] for m in body["messages"]) if chat else body["prompt"]
-            )
+            prompt = " ".join(m["content"] for m in body["messages"]) if chat else body["prompt"]
             time.sleep(opts.first_token_delay_s)
             for i in range(n):
                 if i:
@@ -99,8 +97,11 @@ def _handler(state: StreamServerState) -> type[BaseHTTPRequestHandler]:
             )
             self._event({"choices": [last]})
             if opts.send_usage and (body.get("stream_options") or {}).get("include_usage"):
-                usage = {"prompt_tokens": len(prompt.split()), "completion_tokens": n,
-                         "total_tokens": len(prompt.split()) + n}
+                usage = {
+                    "prompt_tokens": len(prompt.split()),
+                    "completion_tokens": n,
+                    "total_tokens": len(prompt.split()) + n,
+                }
                 self._event({"choices": [], "usage": usage})
             self.wfile.write(b"data: [DONE]\n\n")
             self.wfile.flush()

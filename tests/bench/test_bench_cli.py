@@ -17,11 +17,27 @@ def test_bench_cli_progress_jsonl_writes_json_and_png(
 ) -> None:
     out = tmp_path / "results"
     with stream_server() as (url, state):
-        code = main([
-            "bench", url, "--concurrency", "1,2", "--reps", "2", "--prompt-tokens", "12",
-            "--max-tokens", "6", "--shared-prefix-tokens", "40", "--out", str(out),
-            "--label", "tiny server", "--progress-jsonl",
-        ])
+        code = main(
+            [
+                "bench",
+                url,
+                "--concurrency",
+                "1,2",
+                "--reps",
+                "2",
+                "--prompt-tokens",
+                "12",
+                "--max-tokens",
+                "6",
+                "--shared-prefix-tokens",
+                "40",
+                "--out",
+                str(out),
+                "--label",
+                "tiny server",
+                "--progress-jsonl",
+            ]
+        )
     assert code == 0
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     progress = [obj for obj in lines if obj["type"] == "progress"]
@@ -35,9 +51,7 @@ def test_bench_cli_progress_jsonl_writes_json_and_png(
     assert png_path.read_bytes()[:4] == b"\x89PNG"
     saved = json.loads(json_path.read_text())["results"][0]
     assert saved == result["result"]
-    total_tokens = sum(
-        lv["generated_tokens"] for s in saved["scenarios"] for lv in s["levels"]
-    )
+    total_tokens = sum(lv["generated_tokens"] for s in saved["scenarios"] for lv in s["levels"])
     timed_requests = 2 * 2 * (1 * 2 + 2 * 2)
     assert total_tokens == timed_requests * 6
     assert len(state.bodies) == timed_requests + 2 * 2  # plus one warm-up wave per scenario
@@ -46,10 +60,23 @@ def test_bench_cli_progress_jsonl_writes_json_and_png(
 
 def test_bench_cli_table_and_error_exit(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     with stream_server() as (url, _state):
-        code = main([
-            "bench", url, "--concurrency", "2", "--reps", "1", "--max-tokens", "4",
-            "--shared-prefix-tokens", "0", "--no-warmup", "--out", str(tmp_path),
-        ])
+        code = main(
+            [
+                "bench",
+                url,
+                "--concurrency",
+                "2",
+                "--reps",
+                "1",
+                "--max-tokens",
+                "4",
+                "--shared-prefix-tokens",
+                "0",
+                "--no-warmup",
+                "--out",
+                str(tmp_path),
+            ]
+        )
     captured = capsys.readouterr()
     assert code == 0
     assert "tok/s" in captured.out and "plain" in captured.out

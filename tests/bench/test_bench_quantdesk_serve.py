@@ -23,10 +23,28 @@ def quantdesk_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     port_file = folder / "port"
     log = (folder / "serve.log").open("wb")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "backend.entrypoints.main", "serve", "--model", "default",
-         "--host", "127.0.0.1", "--port", "0", "--port-file", str(port_file),
-         "-np", "2", "-t", "1", "-c", "2048"],
-        stdout=log, stderr=subprocess.STDOUT,
+        [
+            sys.executable,
+            "-m",
+            "backend.entrypoints.main",
+            "serve",
+            "--model",
+            "default",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            "0",
+            "--port-file",
+            str(port_file),
+            "-np",
+            "2",
+            "-t",
+            "1",
+            "-c",
+            "2048",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
     )
     try:
         deadline = time.monotonic() + 120
@@ -62,10 +80,16 @@ def test_bench_against_quantdesk_serve(
 ) -> None:
     # small on purpose: the point is exact accounting against the real server, not speed
     config = BenchConfig(
-        url=quantdesk_server, label="ours", endpoint=endpoint,
+        url=quantdesk_server,
+        label="ours",
+        endpoint=endpoint,
         concurrency=(1, 2) if endpoint == "completions" else (2,),
-        repetitions=2 if endpoint == "completions" else 1, requests_per_client=1,
-        prompt_tokens=24, max_tokens=8, shared_prefix_tokens=200, warmup=endpoint == "chat",
+        repetitions=2 if endpoint == "completions" else 1,
+        requests_per_client=1,
+        prompt_tokens=24,
+        max_tokens=8,
+        shared_prefix_tokens=200,
+        warmup=endpoint == "chat",
     )
     result = run_benchmark(config)
     assert result.model == "SmolLM2-135M-Instruct"

@@ -120,8 +120,9 @@ def test_early_stops_are_reported() -> None:
 
 def test_api_key_is_sent_and_a_wrong_one_is_a_clear_error() -> None:
     with stream_server(StreamServerOptions(api_key="s3cret")) as (url, _state):
-        ok = run_benchmark(_config(url, api_key="s3cret", concurrency=(1,), repetitions=1,
-                                   shared_prefix_tokens=0))
+        ok = run_benchmark(
+            _config(url, api_key="s3cret", concurrency=(1,), repetitions=1, shared_prefix_tokens=0)
+        )
         assert ok.scenarios[0].levels[0].repetitions[0].errors == 0
         with pytest.raises(BenchError, match="401"):
             run_benchmark(_config(url, api_key="wrong", concurrency=(1,), repetitions=1))

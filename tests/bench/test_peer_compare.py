@@ -30,8 +30,14 @@ def _load_peer_compare() -> ModuleType:
 
 def _bench(label: str, token_delay_s: float) -> BenchResult:
     config = BenchConfig(
-        url="http://127.0.0.1:1", label=label, concurrency=(1, 2), repetitions=3,
-        requests_per_client=1, prompt_tokens=8, max_tokens=12, shared_prefix_tokens=20,
+        url="http://127.0.0.1:1",
+        label=label,
+        concurrency=(1, 2),
+        repetitions=3,
+        requests_per_client=1,
+        prompt_tokens=8,
+        max_tokens=12,
+        shared_prefix_tokens=20,
         warmup=False,
     )
     opts = StreamServerOptions(first_token_delay_s=0.02, token_delay_s=token_delay_s)

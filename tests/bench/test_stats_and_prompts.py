@@ -38,6 +38,7 @@ def test_prompts_are_deterministic_distinct_and_sized() -> None:
 def test_prompt_lengths_match_a_real_tokenizer(smollm2_path: object) -> None:
     """With SmolLM2's own tokenizer, n synthetic words are n tokens (give or take a few)."""
     import llama_cpp
+
     llm = llama_cpp.Llama(str(smollm2_path), vocab_only=True, verbose=False)
     for key in ("a", "b", "c"):
         n = len(llm.tokenize(request_prompt(64, key).encode(), add_bos=False))

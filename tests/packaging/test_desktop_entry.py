@@ -47,8 +47,9 @@ def test_installer_points_the_entry_at_the_bundle_and_uninstalls(tmp_path: Path)
     link = home / ".local" / "bin" / "quantdesk"
     assert subprocess.run([str(link)], capture_output=True, text=True).stdout == "stand-in\n"
 
-    missing = subprocess.run([str(INSTALLER), str(tmp_path / "nope")], env=env,
-                             capture_output=True, text=True)
+    missing = subprocess.run(
+        [str(INSTALLER), str(tmp_path / "nope")], env=env, capture_output=True, text=True
+    )
     assert missing.returncode != 0 and "make package" in missing.stderr
 
     subprocess.run([str(INSTALLER), "--uninstall"], env=env, check=True, capture_output=True)

@@ -11,7 +11,9 @@ from pathlib import Path
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "backend.entrypoints.main", "quantize", *args],
-        capture_output=True, text=True, timeout=300,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
 
 
@@ -63,8 +65,19 @@ def test_cli_hf_folder_with_calibration(
     calibration = tmp_path / "prompts.txt"
     calibration.write_text("\n".join(business_prompts[:30]), encoding="utf-8")
     out = tmp_path / "out"
-    proc = _cli(str(tiny_hf_model), "--type", "IQ4_XS", "--out", str(out),
-                "--calibration", str(calibration), "--imatrix-ctx", "64", "--threads", "2")
+    proc = _cli(
+        str(tiny_hf_model),
+        "--type",
+        "IQ4_XS",
+        "--out",
+        str(out),
+        "--calibration",
+        str(calibration),
+        "--imatrix-ctx",
+        "64",
+        "--threads",
+        "2",
+    )
     assert proc.returncode == 0, proc.stderr
     imatrix = out / "tiny-llama.imatrix"
     assert imatrix.is_file()
@@ -75,8 +88,15 @@ def test_cli_hf_folder_with_calibration(
     assert (out / "tiny-llama-F16.gguf").is_file()
     assert str(out / "tiny-llama-IQ4_XS.gguf") in proc.stdout
     # reuse the saved imatrix on the F16 for another type
-    proc2 = _cli(str(out / "tiny-llama-F16.gguf"), "--type", "Q3_K_M", "--out", str(out),
-                 "--imatrix", str(imatrix))
+    proc2 = _cli(
+        str(out / "tiny-llama-F16.gguf"),
+        "--type",
+        "Q3_K_M",
+        "--out",
+        str(out),
+        "--imatrix",
+        str(imatrix),
+    )
     assert proc2.returncode == 0, proc2.stderr
     side2 = json.loads((out / "tiny-llama-Q3_K_M.gguf.json").read_text())
     assert side2["imatrix"] == str(imatrix)
