@@ -81,7 +81,7 @@ def test_offline_search_says_so_and_library_still_works(
 def test_search_download_appears_in_library_then_delete(
     qtbot: QtBot,
     settings: AppSettings,
-    hub: HubStandIn,
+    hub: HubStandIn,  # noqa: F811
     smollm2_path: Path,  # noqa: F811
     isolated_home: Path,
 ) -> None:
