@@ -82,7 +82,7 @@ def test_search_download_appears_in_library_then_delete(
     qtbot: QtBot,
     settings: AppSettings,
     hub: HubStandIn,  # noqa: F811
-    smollm2_path: Path,  # noqa: F811
+    smollm2_path: Path,
     isolated_home: Path,
 ) -> None:
     page = _page(qtbot, settings)
