@@ -77,13 +77,30 @@ class ServerSpec:
     health_path: str = "/health"
     bench_overrides: dict[str, Any] = field(default_factory=dict)
     note: str = ""
+    cwd: Path = ROOT
 
 
 def _ours(k: Knobs, port: int) -> list[str]:
+    return _ours_in(ROOT)(k, port)
+
+
+def _ours_in(tree: Path) -> Callable[[Knobs, int], list[str]]:
+    """QuantDesk from another checkout (``git worktree add``) of this repo, e.g. the code
+    before a change: same venv, that tree's packages (it runs with ``cwd=tree``)."""
+    new_layout = (tree / "backend" / "entrypoints" / "main.py").is_file()
+    module = "backend.entrypoints.main" if new_layout else "backend.cli.main"
+
+    def argv(k: Knobs, port: int) -> list[str]:
+        return _ours_argv(module, k, port)
+
+    return argv
+
+
+def _ours_argv(module: str, k: Knobs, port: int) -> list[str]:
     return [
         str(VENV_BIN / "python"),
         "-m",
-        "backend.entrypoints.main",
+        module,
         "serve",
         "--model",
         str(k.model),
@@ -196,7 +213,7 @@ def started(
     with log_path.open("wb") as log:
         log.write((" ".join(argv) + "\n").encode())
         log.flush()
-        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
+        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=spec.cwd)
         try:
             deadline = time.monotonic() + timeout_s
             while True:
@@ -280,7 +297,7 @@ def bench_one(
             "load_avg_1min": [round(load_before, 2), round(os.getloadavg()[0], 2)],
             "note": spec.note,
         }
-        if spec.name == "ours":
+        if spec.name.startswith("ours"):
             result.server.update(ours_stats(url))
     return result
 
@@ -394,7 +411,7 @@ def bench_interleaved(
                 "rss_bytes_end": tree_rss(procs[spec.name]),
                 "interleaved": True,
             }
-            if spec.name == "ours":
+            if spec.name.startswith("ours"):
                 extra.update(ours_stats(urls[spec.name]))
             for r in results[spec.name]:
                 r.server.update(extra)
@@ -405,10 +422,10 @@ RATIO_FIELDS = ("tokens_per_s", "ttft_ms_p50", "ttft_ms_p99", "itl_ms_p50", "req
 
 
 def _against_baseline(
-    results: list[BenchResult],
+    results: list[BenchResult], baseline: str = BASELINE
 ) -> Iterator[tuple[str, str, LevelResult, LevelResult]]:
-    """(server, scenario, its level, llama-server's same level) for every level both ran."""
-    base = next((r for r in results if r.label == BASELINE), None)
+    """(server, scenario, its level, the baseline's same level) for every level both ran."""
+    base = next((r for r in results if r.label == baseline), None)
     if base is None:
         return
     for result in results:
@@ -434,12 +451,12 @@ def ratios(results: list[BenchResult]) -> dict[str, Any]:
     return out
 
 
-def paired_ratios(results: list[BenchResult]) -> dict[str, Any]:
-    """Tokens/s of each server over llama-server's, repetition by repetition (with
-    --interleave, the two ran back to back on the same prompts): the per-pass ratios, their
-    median, a 90% bootstrap interval of it and the share of passes at >= 1."""
+def paired_ratios(results: list[BenchResult], baseline: str = BASELINE) -> dict[str, Any]:
+    """Tokens/s of each server over the baseline's (llama-server's), repetition by repetition
+    (with --interleave, the two ran back to back on the same prompts): the per-pass ratios,
+    their median, a 90% bootstrap interval of it and the share of passes at >= 1."""
     out: dict[str, Any] = {}
-    for label, scenario, level, base_level in _against_baseline(results):
+    for label, scenario, level, base_level in _against_baseline(results, baseline):
         pr = paired_ratio(level, base_level)
         if pr is not None:
             rows = out.setdefault(label, {}).setdefault(scenario, [])
@@ -564,6 +581,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--model", default="default", help="GGUF path or 'default' (SmolLM2)")
     p.add_argument("--servers", default="ours,llama-server,llama-cpp-python")
     p.add_argument("--llama-server", type=Path, default=DEFAULT_LLAMA_SERVER)
+    p.add_argument(
+        "--ours-before",
+        type=Path,
+        default=None,
+        metavar="TREE",
+        help="also run QuantDesk from this checkout as server 'ours-before' (add it to "
+        "--servers), to measure a change before and after in one interleaved run",
+    )
     p.add_argument("-t", "--threads", type=int, default=2)
     p.add_argument("-np", "--parallel", type=int, default=16)
     p.add_argument(
@@ -655,6 +680,9 @@ def main(argv: list[str] | None = None) -> int:
             bench_overrides={"extra_body": {"logit_bias": eog_logit_bias(model)}},
         ),
     }
+    if args.ours_before:
+        tree = args.ours_before.resolve()
+        specs["ours-before"] = ServerSpec("ours-before", _ours_in(tree), cwd=tree)
     base = BenchConfig(
         url="http://127.0.0.1:1",
         concurrency=tuple(int(c) for c in args.concurrency.split(",")),
@@ -703,6 +731,9 @@ def main(argv: list[str] | None = None) -> int:
             "failures": failures,
             "ratios_vs_llama_server": table,
             "paired_tokens_per_s_vs_llama_server": paired_ratios(results),
+            "paired_tokens_per_s_vs_ours_before": {
+                k: v for k, v in paired_ratios(results, "ours-before").items() if k == "ours"
+            },
             "results": [r.to_dict() for r in results],
         }
         write_json_atomic(summary, out / "peer-compare.json")
