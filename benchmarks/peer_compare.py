@@ -15,7 +15,7 @@ Writes ``peer-compare.json`` (all results + ratios vs llama-server), ``peer-comp
 (absolute figures), ``peer-ratios.png`` (ratios) and the server logs into --out, and prints
 a table. The machine may be shared: figures are medians and only ratios from one run mean much.
 
-  .venv/bin/python benchmarks/peer_compare.py --concurrency 1,4,8,16 -np 16 -t 2
+  .venv/bin/python -m benchmarks.peer_compare --concurrency 1,4,8,16 -np 16 -t 2
 """
 
 from __future__ import annotations
@@ -23,20 +23,14 @@ from __future__ import annotations
 import argparse
 import contextlib
 import itertools
-import math
 import os
-import socket
-import subprocess
 import sys
-import threading
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import httpx
 import psutil
 
 from backend.bench import (
@@ -50,224 +44,31 @@ from backend.bench import (
     write_json_atomic,
     write_plot,
 )
-from backend.bench.paired import paired_ratio
 from backend.settings.default_model import resolve_model_path
-
-ROOT = Path(__file__).resolve().parent.parent
-VENV_BIN = Path(sys.executable).parent
-DEFAULT_LLAMA_SERVER = ROOT / "build" / "peers" / "llama-server" / "bin" / "llama-server"
-BASELINE = "llama-server"
-
-
-@dataclass
-class Knobs:
-    model: Path
-    threads: int
-    parallel: int
-    ctx: int
-    batch: int
-    ubatch: int
-    kv_unified: bool = False
-
-
-@dataclass
-class ServerSpec:
-    name: str
-    argv: Callable[[Knobs, int], list[str]]
-    health_path: str = "/health"
-    bench_overrides: dict[str, Any] = field(default_factory=dict)
-    note: str = ""
-    cwd: Path = ROOT
-
-
-def _ours(k: Knobs, port: int) -> list[str]:
-    return _ours_in(ROOT)(k, port)
-
-
-def _ours_in(tree: Path) -> Callable[[Knobs, int], list[str]]:
-    """QuantDesk from another checkout (``git worktree add``) of this repo, e.g. the code
-    before a change: same venv, that tree's packages (it runs with ``cwd=tree``)."""
-    new_layout = (tree / "backend" / "entrypoints" / "main.py").is_file()
-    module = "backend.entrypoints.main" if new_layout else "backend.cli.main"
-
-    def argv(k: Knobs, port: int) -> list[str]:
-        return _ours_argv(module, k, port)
-
-    return argv
-
-
-def _ours_argv(module: str, k: Knobs, port: int) -> list[str]:
-    return [
-        str(VENV_BIN / "python"),
-        "-m",
-        module,
-        "serve",
-        "--model",
-        str(k.model),
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "-np",
-        str(k.parallel),
-        "-t",
-        str(k.threads),
-        "-tb",
-        str(k.threads),
-        "-c",
-        str(k.ctx),
-        "-b",
-        str(k.batch),
-        "-ub",
-        str(k.ubatch),
-    ] + ([] if k.kv_unified else ["--kv-per-slot"])
-
-
-def _llama_server(binary: Path) -> Callable[[Knobs, int], list[str]]:
-    def argv(k: Knobs, port: int) -> list[str]:
-        return [
-            str(binary),
-            "-m",
-            str(k.model),
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "-np",
-            str(k.parallel),
-            "-t",
-            str(k.threads),
-            "-tb",
-            str(k.threads),
-            "-c",
-            str(k.ctx),
-            "-b",
-            str(k.batch),
-            "-ub",
-            str(k.ubatch),
-            "--no-webui",
-        ] + (["-kvu"] if k.kv_unified else [])
-
-    return argv
-
-
-def _llama_cpp_python(k: Knobs, port: int) -> list[str]:
-    # one sequence at a time: its context only needs to hold one request
-    return [
-        str(VENV_BIN / "python"),
-        "-m",
-        "llama_cpp.server",
-        "--model",
-        str(k.model),
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--n_threads",
-        str(k.threads),
-        "--n_threads_batch",
-        str(k.threads),
-        "--n_ctx",
-        str(max(2048, k.ctx // k.parallel)),
-        "--n_batch",
-        str(k.batch),
-        "--n_ubatch",
-        str(k.ubatch),
-        "--interrupt_requests",
-        "False",
-    ]
-
-
-def eog_logit_bias(model: Path) -> dict[str, float]:
-    """Ban end-of-generation tokens: the way to fix the output length on a server that
-    ignores ``ignore_eos`` but honours ``logit_bias`` (llama-cpp-python's)."""
-    import llama_cpp
-
-    llm = llama_cpp.Llama(str(model), vocab_only=True, verbose=False)
-    vocab = llama_cpp.llama_model_get_vocab(llm.model)
-    n_vocab = llama_cpp.llama_vocab_n_tokens(vocab)
-    return {str(i): -100.0 for i in range(n_vocab) if llama_cpp.llama_vocab_is_eog(vocab, i)}
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def tree_rss(proc: psutil.Process) -> int:
-    total = 0
-    for p in [proc, *proc.children(recursive=True)]:
-        with contextlib.suppress(psutil.Error):
-            total += p.memory_info().rss
-    return total
-
-
-@contextlib.contextmanager
-def started(
-    spec: ServerSpec, knobs: Knobs, log_path: Path, timeout_s: float
-) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
-    port = free_port()
-    argv = spec.argv(knobs, port)
-    url = f"http://127.0.0.1:{port}"
-    with log_path.open("wb") as log:
-        log.write((" ".join(argv) + "\n").encode())
-        log.flush()
-        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=spec.cwd)
-        try:
-            deadline = time.monotonic() + timeout_s
-            while True:
-                if proc.poll() is not None:
-                    raise RuntimeError(f"{spec.name} exited with {proc.returncode}; see {log_path}")
-                with contextlib.suppress(httpx.HTTPError):
-                    if httpx.get(url + spec.health_path, timeout=2).status_code == 200:
-                        break
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"{spec.name} not healthy after {timeout_s:.0f} s")
-                time.sleep(0.5)
-            yield url, proc
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=10)
-
-
-@contextlib.contextmanager
-def peak_rss(procs: dict[str, psutil.Process]) -> Iterator[dict[str, int]]:
-    """Sample each process tree's RSS every 0.5 s; yields name -> peak so far."""
-    peak = {name: tree_rss(ps) for name, ps in procs.items()}
-    stop = threading.Event()
-
-    def sample() -> None:
-        while not stop.wait(0.5):
-            for name, ps in procs.items():
-                with contextlib.suppress(psutil.Error):
-                    peak[name] = max(peak[name], tree_rss(ps))
-
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
-    try:
-        yield peak
-    finally:
-        stop.set()
-        sampler.join()
-
-
-def ours_stats(url: str) -> dict[str, Any]:
-    """Model and KV sizes from our /v1/stats, for the RSS target (model + KV + 400 MB)."""
-    try:
-        stats = httpx.get(url + "/v1/stats", timeout=5).json()
-    except (httpx.HTTPError, ValueError):
-        return {}
-    return {
-        "model_size_bytes": stats.get("model", {}).get("size_bytes"),
-        "kv_bytes_total": stats.get("kv", {}).get("bytes_total"),
-        "prefix_cache": stats.get("prefix_cache"),
-        "step": stats.get("step"),
-    }
+from benchmarks.peer_ratios import (
+    BASELINE,
+    paired_ratios,
+    paired_table,
+    ratio_table,
+    ratios,
+    rss_table,
+    write_ratio_plot,
+)
+from benchmarks.peer_servers import (
+    DEFAULT_LLAMA_SERVER,
+    ROOT,
+    Knobs,
+    ServerSpec,
+    eog_logit_bias,
+    llama_cpp_python_argv,
+    llama_server_argv,
+    ours_argv,
+    ours_in,
+    ours_stats,
+    peak_rss,
+    started,
+    tree_rss,
+)
 
 
 def bench_one(
@@ -418,164 +219,6 @@ def bench_interleaved(
     return results
 
 
-RATIO_FIELDS = ("tokens_per_s", "ttft_ms_p50", "ttft_ms_p99", "itl_ms_p50", "requests_per_s")
-
-
-def _against_baseline(
-    results: list[BenchResult], baseline: str = BASELINE
-) -> Iterator[tuple[str, str, LevelResult, LevelResult]]:
-    """(server, scenario, its level, the baseline's same level) for every level both ran."""
-    base = next((r for r in results if r.label == baseline), None)
-    if base is None:
-        return
-    for result in results:
-        if result is base:
-            continue
-        for scenario in result.scenarios:
-            base_scenario = base.scenario(scenario.name)
-            for level in scenario.levels:
-                base_level = base_scenario.level(level.concurrency) if base_scenario else None
-                if base_level is not None:
-                    yield result.label, scenario.name, level, base_level
-
-
-def ratios(results: list[BenchResult]) -> dict[str, Any]:
-    """Each server's medians divided by llama-server's, per scenario and concurrency."""
-    out: dict[str, Any] = {}
-    for label, scenario, level, base_level in _against_baseline(results):
-        row: dict[str, Any] = {"concurrency": level.concurrency}
-        for name in RATIO_FIELDS:
-            a, b = level.median_of(name), base_level.median_of(name)
-            row[name] = round(a / b, 3) if b and not math.isnan(a / b) else None
-        out.setdefault(label, {}).setdefault(scenario, []).append(row)
-    return out
-
-
-def paired_ratios(results: list[BenchResult], baseline: str = BASELINE) -> dict[str, Any]:
-    """Tokens/s of each server over the baseline's (llama-server's), repetition by repetition
-    (with --interleave, the two ran back to back on the same prompts): the per-pass ratios,
-    their median, a 90% bootstrap interval of it and the share of passes at >= 1."""
-    out: dict[str, Any] = {}
-    for label, scenario, level, base_level in _against_baseline(results, baseline):
-        pr = paired_ratio(level, base_level)
-        if pr is not None:
-            rows = out.setdefault(label, {}).setdefault(scenario, [])
-            rows.append({"concurrency": level.concurrency, **pr.to_dict()})
-    return out
-
-
-def paired_table(table: dict[str, Any]) -> str:
-    lines = [
-        f"tokens/s over {BASELINE}'s, pass by pass (median, 90% bootstrap interval, "
-        "share of passes >= 1)"
-    ]
-    for label, scenarios in table.items():
-        for scenario, rows in scenarios.items():
-            for row in rows:
-                lo, hi = row["interval"]
-                lines.append(
-                    f"{label:<18} {scenario:<14} {row['concurrency']:>4} "
-                    f"{row['median']:>6.2f}  [{lo:.2f}, {hi:.2f}]  "
-                    f"{row['share_at_least_one']:.0%} of {len(row['ratios'])}"
-                )
-    return "\n".join(lines)
-
-
-def ratio_table(table: dict[str, Any]) -> str:
-    lines = [
-        f"ratios vs {BASELINE} (>1 tok/s is better; <1 latency is better)",
-        f"{'server':<18} {'scenario':<14} {'conc':>4} {'tok/s':>7} {'TTFT50':>7} "
-        f"{'TTFT99':>7} {'ITL50':>7}",
-    ]
-    for label, scenarios in table.items():
-        for scenario, rows in scenarios.items():
-            for row in rows:
-                cells = [
-                    "-" if row[k] is None else f"{row[k]:.2f}"
-                    for k in ("tokens_per_s", "ttft_ms_p50", "ttft_ms_p99", "itl_ms_p50")
-                ]
-                lines.append(
-                    f"{label:<18} {scenario:<14} {row['concurrency']:>4} "
-                    + " ".join(f"{c:>7}" for c in cells)
-                )
-    return "\n".join(lines)
-
-
-def rss_table(results: list[BenchResult]) -> str:
-    lines = [f"{'server':<18} {'RSS loaded':>11} {'RSS peak':>10} {'RSS end':>10}"]
-    for r in results:
-        mb = {k: r.server[f"rss_bytes_{k}"] / 2**20 for k in ("loaded", "peak", "end")}
-        lines.append(
-            f"{r.label:<18} {mb['loaded']:>8.0f} MB {mb['peak']:>7.0f} MB {mb['end']:>7.0f} MB"
-        )
-    ours = next((r for r in results if r.label == "ours"), None)
-    if ours and ours.server.get("model_size_bytes") and ours.server.get("kv_bytes_total"):
-        budget = ours.server["model_size_bytes"] + ours.server["kv_bytes_total"] + 400 * 2**20
-        lines.append(f"ours: target RSS <= model + KV + 400 MB = {budget / 2**20:.0f} MB")
-    return "\n".join(lines)
-
-
-def write_ratio_plot(
-    table: dict[str, Any], path: Path, paired: dict[str, Any] | None = None
-) -> Path:
-    """Ratios of medians; with ``paired`` (from :func:`paired_ratios`), the tokens/s
-    panel also shows each level's 90% interval of the paired median as an error bar."""
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(11, 4.5), layout="constrained")
-    ax_tps, ax_ttft = fig.subplots(1, 2)
-    for i, (label, scenarios) in enumerate(table.items()):
-        for j, (scenario, rows) in enumerate(scenarios.items()):
-            style = dict(color=f"C{i}", marker="os"[j % 2], linestyle="-" if j == 0 else "--")
-            xs = [row["concurrency"] for row in rows]
-            for ax, key in ((ax_tps, "tokens_per_s"), (ax_ttft, "ttft_ms_p99")):
-                ys = [math.nan if row[key] is None else row[key] for row in rows]
-                ax.plot(xs, ys, label=f"{label} / {scenario}", **style)  # type: ignore[arg-type]
-            bars = (paired or {}).get(label, {}).get(scenario, [])
-            if bars:
-                mid = [b["median"] for b in bars]
-                ax_tps.errorbar(
-                    [b["concurrency"] for b in bars],
-                    mid,
-                    fmt="none",
-                    ecolor=f"C{i}",
-                    capsize=4,
-                    alpha=0.6,
-                    yerr=[
-                        [m - b["interval"][0] for m, b in zip(mid, bars, strict=True)],
-                        [b["interval"][1] - m for m, b in zip(mid, bars, strict=True)],
-                    ],
-                )
-    low, high = ax_tps.get_ylim()
-    ax_tps.set_ylim(min(low, 0.9), max(high, 1.1))  # a few % should look like a few %
-    ax_tps.axhline(1.0, color="grey", lw=1)
-    ax_tps.set_title(
-        f"aggregate tokens/s ÷ {BASELINE} (higher is better)"
-        + ("\nbars: 90% interval of the paired per-pass median" if paired else "")
-    )
-    ax_ttft.axhline(1.0, color="grey", lw=1)
-    ax_ttft.axhline(0.2, color="green", lw=1, ls=":")
-    ax_ttft.set_title(f"TTFT p99 ÷ {BASELINE}\n(lower is better; 0.2 dotted)")
-    ax_ttft.set_yscale("log")
-    levels = sorted(
-        {row["concurrency"] for sc in table.values() for rows in sc.values() for row in rows}
-    )
-    for ax in (ax_tps, ax_ttft):
-        ax.set_xscale("log", base=2)
-        ax.set_xticks(levels, [str(c) for c in levels])
-        ax.minorticks_off()
-        ax.set_xlabel("concurrent clients")
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=7)
-    tmp = path.with_name(f".{path.stem}.tmp.png")
-    fig.savefig(tmp, dpi=110)
-    os.replace(tmp, path)
-    return path
-
-
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--model", default="default", help="GGUF path or 'default' (SmolLM2)")
@@ -669,11 +312,11 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
 
     specs = {
-        "ours": ServerSpec("ours", _ours),
-        "llama-server": ServerSpec(BASELINE, _llama_server(args.llama_server)),
+        "ours": ServerSpec("ours", ours_argv),
+        "llama-server": ServerSpec(BASELINE, llama_server_argv(args.llama_server)),
         "llama-cpp-python": ServerSpec(
             "llama-cpp-python",
-            _llama_cpp_python,
+            llama_cpp_python_argv,
             health_path="/v1/models",
             note="serves one request at a time (interrupt_requests=False so streams finish); "
             "ignores ignore_eos, so end-of-generation tokens get logit_bias -100",
@@ -682,7 +325,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     if args.ours_before:
         tree = args.ours_before.resolve()
-        specs["ours-before"] = ServerSpec("ours-before", _ours_in(tree), cwd=tree)
+        specs["ours-before"] = ServerSpec("ours-before", ours_in(tree), cwd=tree)
     base = BenchConfig(
         url="http://127.0.0.1:1",
         concurrency=tuple(int(c) for c in args.concurrency.split(",")),

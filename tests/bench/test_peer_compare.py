@@ -2,30 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from dataclasses import replace
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
 from backend.bench import BenchConfig, BenchResult, run_benchmark
+from benchmarks import peer_compare, peer_ratios, peer_servers
 
 from .stream_server import StreamServerOptions, stream_server
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _load_peer_compare() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "peer_compare", ROOT / "benchmarks" / "peer_compare.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["peer_compare"] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
 
 
 def _bench(label: str, token_delay_s: float) -> BenchResult:
@@ -46,10 +31,9 @@ def _bench(label: str, token_delay_s: float) -> BenchResult:
 
 
 def test_ratios_against_the_baseline(tmp_path: Path) -> None:
-    pc = _load_peer_compare()
     fast = _bench("llama-server", token_delay_s=0.01)
     slow = _bench("ours", token_delay_s=0.05)
-    table = pc.ratios([slow, fast])
+    table = peer_ratios.ratios([slow, fast])
     assert set(table) == {"ours"}
     assert set(table["ours"]) == {"plain", "shared-prefix"}
     for rows in table["ours"].values():
@@ -59,28 +43,27 @@ def test_ratios_against_the_baseline(tmp_path: Path) -> None:
             # (loose bounds: a busy machine stretches the fast server's sleeps the most)
             assert 0.1 < row["tokens_per_s"] < 0.8
             assert 1.5 < row["itl_ms_p50"] < 6.0
-    paired = pc.paired_ratios([slow, fast])
+    paired = peer_ratios.paired_ratios([slow, fast])
     for rows in paired["ours"].values():
         assert [row["concurrency"] for row in rows] == [1, 2]
         for row in rows:
             assert len(row["ratios"]) == 3 and row["share_at_least_one"] == 0.0
             assert 0.1 < row["interval"][0] <= row["median"] <= row["interval"][1] < 0.8
-    assert "ours" in pc.paired_table(paired)
-    text = pc.ratio_table(table)
+    assert "ours" in peer_ratios.paired_table(paired)
+    text = peer_ratios.ratio_table(table)
     assert "ours" in text and "shared-prefix" in text
-    png = pc.write_ratio_plot(table, tmp_path / "ratios.png")
+    png = peer_ratios.write_ratio_plot(table, tmp_path / "ratios.png")
     assert png.read_bytes()[:4] == b"\x89PNG"
-    with_bars = pc.write_ratio_plot(table, tmp_path / "paired.png", paired)
+    with_bars = peer_ratios.write_ratio_plot(table, tmp_path / "paired.png", paired)
     assert with_bars.read_bytes()[:4] == b"\x89PNG"
-    assert pc.ratios([slow]) == {}  # no baseline, no ratios
+    assert peer_ratios.ratios([slow]) == {}  # no baseline, no ratios
 
 
 def test_free_port_and_ctx_defaults() -> None:
-    pc = _load_peer_compare()
-    port = pc.free_port()
+    port = peer_servers.free_port()
     assert 1024 < port < 65536
-    args = pc.parse_args(["-np", "4"])
+    args = peer_compare.parse_args(["-np", "4"])
     assert args.parallel == 4 and args.threads == 2
     assert args.concurrency == "1,4,8,16" and args.reps == 3
     with pytest.raises(SystemExit):
-        pc.parse_args(["--reps", "x"])
+        peer_compare.parse_args(["--reps", "x"])
