@@ -2,19 +2,27 @@
 
 The quantise and compare pages use this: llama.cpp work never runs inside the
 window's process, so a crash cannot take the window down, and cancel = terminate.
-The child reports on stdout one JSON object per line (see docs/DEVELOPING.md);
-its log goes to stderr.
+The child reports on stdout one job event per line (``backend.jobs.events``), parsed here
+with ``parse_event``; its log goes to stderr.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 from typing import Any
 
 from PySide6.QtCore import QObject, QProcess, QProcessEnvironment, QTimer, Signal
 
 from app.server_command import launcher_prefix
+from backend.jobs.errors import JobProtocolError
+from backend.jobs.events import (
+    ErrorEvent,
+    JobEvent,
+    ProgressEvent,
+    ResultEvent,
+    WarningEvent,
+    parse_event,
+)
 
 log = logging.getLogger(__name__)
 
@@ -25,13 +33,22 @@ KILL_AFTER_MS = 8000
 class CliJob(QObject):
     """One child ``quantdesk ARGS... --progress-jsonl`` run.
 
-    Signals: ``progressed(stage, done, total, message)``, ``log_line(text)``, then
-    exactly one of ``succeeded(result_dict)`` / ``failed(message)``, then ``finished()``.
+    Signals, in order: any number of ``event_received(JobEvent)`` (every parsed line),
+    ``progress_reported(ProgressEvent)`` (typed progress: ``phase`` of ``phases``,
+    ``stage``, ``done`` of ``total``, ``fraction``), ``progressed(stage, done, total,
+    message)`` (the same, as plain values) and ``log_line(text)`` (stderr, warnings and
+    lines that are not events); then exactly one of ``succeeded(payload)`` (the result
+    event's payload dict, e.g. for ``CompareResult.from_json``) / ``failed(message)``;
+    then ``finished()``. After the run, ``result_event`` and ``error_event`` hold the
+    typed result and error (``error_event.exit_code``, ``.cancelled``) when the child
+    wrote them.
     """
 
+    event_received = Signal(object)  # JobEvent
+    progress_reported = Signal(object)  # ProgressEvent
     progressed = Signal(str, int, int, str)
     log_line = Signal(str)
-    succeeded = Signal(object)
+    succeeded = Signal(object)  # dict: the result payload
     failed = Signal(str)
     finished = Signal()
 
@@ -39,7 +56,9 @@ class CliJob(QObject):
         super().__init__(parent)
         self.args = [*args, "--progress-jsonl"]
         self.result: dict[str, Any] | None = None
+        self.result_event: ResultEvent | None = None
         self.error: str | None = None
+        self.error_event: ErrorEvent | None = None
         self.cancelled = False
         self._stdout_buf = b""
         self._stderr_buf = b""
@@ -99,29 +118,25 @@ class CliJob(QObject):
         if not line:
             return
         try:
-            event = json.loads(line)
-        except ValueError:
+            event = parse_event(line)
+        except JobProtocolError:
             self.log_line.emit(line)
             return
-        if not isinstance(event, dict):
-            self.log_line.emit(line)
-            return
-        kind = event.get("type")
-        if kind == "progress":
-            self.progressed.emit(
-                str(event.get("stage", "")),
-                int(event.get("done", 0)),
-                int(event.get("total", 0)),
-                str(event.get("message", "")),
-            )
-        elif kind == "result":
-            self.result = event
-        elif kind == "error":
-            self.error = str(event.get("message", "failed"))
-        elif kind == "warning":
-            self.log_line.emit(str(event.get("message", "")))
-        else:
-            self.log_line.emit(line)
+        self._dispatch(event)
+
+    def _dispatch(self, event: JobEvent) -> None:
+        self.event_received.emit(event)
+        if isinstance(event, ProgressEvent):
+            self.progress_reported.emit(event)
+            self.progressed.emit(event.stage, event.done, event.total, event.message)
+        elif isinstance(event, WarningEvent):
+            self.log_line.emit(event.message)
+        elif isinstance(event, ResultEvent):
+            self.result_event = event
+            self.result = event.payload
+        elif isinstance(event, ErrorEvent):
+            self.error_event = event
+            self.error = event.message
 
     def _read_stderr(self) -> None:
         assert self._process is not None

@@ -125,9 +125,10 @@ def run_compare(
         raise ModelLoadError("give at least one candidate GGUF")
     text = load_text(config.text_path, config.max_text_chars)
     prompts = load_prompts(config.prompts_path) if config.answers else []
+    phases = 1 + len(config.candidates)  # phase 0: the reference; phase k: candidate k
     with scratch_folder() as tmp:
         base_path = config.keep_base or tmp / "reference.kld"
-        progress(Progress("reference", 0, 1, f"loading {config.reference.name}"))
+        progress(Progress("reference", 0, 1, f"loading {config.reference.name}", 0, 0, phases))
         with _load(config.reference, config) as ref_model:
             tokens = ref_model.tokenize(text.text, add_special=True)
             if tokens.size < 2 * config.n_ctx:
@@ -160,7 +161,7 @@ def run_compare(
 
             def ref_step(done: int, total: int) -> None:
                 name = config.reference.name
-                progress(Progress("reference", done, total, name, done * group_tokens))
+                progress(Progress("reference", done, total, name, done * group_tokens, 0, phases))
 
             try:
                 ref_pass = score_reference(ref_model, ctx, plan, writer, cancel, ref_step)
@@ -172,7 +173,8 @@ def run_compare(
                 ctx.close()
             ref_facts = _facts(ref_model, config.reference)
             if config.answers or config.speed:
-                progress(Progress("answers", 0, 1, f"{config.reference.name}: speed, answers"))
+                message = f"{config.reference.name}: speed, answers"
+                progress(Progress("answers", 0, 1, message, 0, 0, phases))
             ref_answers = _speed_and_answers(ref_model, ref_facts, plan, prompts, config, cancel)
         reference = ReferenceResult(**ref_facts, ppl=ref_pass.ppl, ppl_unc=ref_pass.ppl_unc)  # type: ignore[arg-type]
 
@@ -181,15 +183,21 @@ def run_compare(
         cand_answers: list[list[str]] = []
         for index, path in enumerate(config.candidates, start=1):
             stage = f"candidate {index}/{len(config.candidates)}"
-            progress(Progress(stage, 0, plan.n_groups, f"loading {path.name}"))
+            loading = f"loading {path.name}"
+            progress(Progress(stage, 0, plan.n_groups, loading, 0, index, phases))
             with _load(path, config) as model:  # its tokenizer was checked up front
                 base.check_matches(plan.n_ctx, model.n_vocab, plan.tokens)
                 ctx = model.context(n_seq_ctx, n_seq_ctx, plan.n_seq, cancel)
 
                 def cand_step(
-                    done: int, total: int, stage: str = stage, name: str = path.name
+                    done: int,
+                    total: int,
+                    stage: str = stage,
+                    name: str = path.name,
+                    phase: int = index,
                 ) -> None:
-                    progress(Progress(stage, done, total, name, done * group_tokens))
+                    tokens = done * group_tokens
+                    progress(Progress(stage, done, total, name, tokens, phase, phases))
 
                 started = time.perf_counter()
                 try:
@@ -199,7 +207,8 @@ def run_compare(
                 eval_s = time.perf_counter() - started
                 facts = _facts(model, path)
                 if config.answers or config.speed:
-                    progress(Progress("answers", 0, 1, f"{path.name}: speed, answers"))
+                    message = f"{path.name}: speed, answers"
+                    progress(Progress("answers", 0, 1, message, 0, index, phases))
                 cand_answers.append(_speed_and_answers(model, facts, plan, prompts, config, cancel))
             candidates.append(
                 CandidateResult(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import re
 import sys
@@ -13,13 +12,14 @@ from typing import Any
 
 from backend.bench import (
     BenchConfig,
-    BenchError,
     BenchProgress,
     format_table,
     run_benchmark,
     write_plot,
     write_results_json,
 )
+from backend.jobs.events import ProgressEvent
+from backend.jobs.job_session import JobSession
 
 
 def _levels(text: str) -> tuple[int, ...]:
@@ -104,11 +104,6 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(handler=run)
 
 
-def _emit(obj: dict[str, Any]) -> None:
-    sys.stdout.write(json.dumps(obj) + "\n")
-    sys.stdout.flush()
-
-
 def config_from_args(args: argparse.Namespace) -> BenchConfig:
     return BenchConfig(
         url=args.url,
@@ -132,39 +127,21 @@ def config_from_args(args: argparse.Namespace) -> BenchConfig:
 def run(args: argparse.Namespace) -> int:
     config = config_from_args(args)
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request is noise
+    with JobSession(jsonl=args.progress_jsonl) as session:
 
-    def on_progress(p: BenchProgress) -> None:
-        if args.progress_jsonl:
-            _emit(
-                {
-                    "type": "progress",
-                    "stage": p.stage,
-                    "done": p.done,
-                    "total": p.total,
-                    "message": p.message,
-                }
+        def on_progress(p: BenchProgress) -> None:
+            session.emit(
+                ProgressEvent(stage=p.stage, done=p.done, total=p.total, message=p.message)
             )
 
-    try:
-        result = run_benchmark(config, progress=on_progress)
-    except BenchError as exc:
-        if args.progress_jsonl:
-            _emit({"type": "error", "message": str(exc)})
-        raise
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    stem = f"bench-{re.sub(r'[^A-Za-z0-9_.-]+', '_', config.label)}-{stamp}"
-    json_path = write_results_json([result], args.out / f"{stem}.json")
-    png_path = write_plot([result], args.out / f"{stem}.png", title=f"{config.label}: {config.url}")
-    if args.progress_jsonl:
-        _emit(
-            {
-                "type": "result",
-                "json": str(json_path),
-                "png": str(png_path),
-                "result": result.to_dict(),
-            }
-        )
-    else:
+        result = run_benchmark(config, progress=on_progress, cancel=session.cancel)
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+        stem = f"bench-{re.sub(r'[^A-Za-z0-9_.-]+', '_', config.label)}-{stamp}"
+        json_path = write_results_json([result], args.out / f"{stem}.json")
+        title = f"{config.label}: {config.url}"
+        png_path = write_plot([result], args.out / f"{stem}.png", title=title)
+        session.result({"json": str(json_path), "png": str(png_path), "result": result.to_dict()})
+    if not args.progress_jsonl:
         sys.stdout.write(format_table([result]) + "\n")
         for note in result.notes:
             sys.stdout.write(f"note: {note}\n")

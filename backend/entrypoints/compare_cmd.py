@@ -9,19 +9,17 @@ a PNG plot; ``--max-kld`` / ``--max-ppl-ratio`` make it exit non-zero for a fail
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
-import threading
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 from backend.core.errors import QuantDeskError
 from backend.core.units import human_bytes
 from backend.entrypoints.job_progress_bar import JobProgressBar
-from backend.entrypoints.quantize_cmd import emit_jsonl, positive_int
+from backend.entrypoints.quantize_cmd import positive_int
 from backend.gguf_file.ggml_types import quant_from_filename
 from backend.gguf_file.gguf_header import read_gguf_header
+from backend.jobs.job_session import JobSession
 
 
 def _ctx(text: str) -> int:
@@ -169,33 +167,8 @@ def run(args: argparse.Namespace) -> int:
     from backend.compare.plot import plot_png
     from backend.compare.report_html import render_html
     from backend.compare.results import write_atomic, write_json
-    from backend.jobs.progress import Progress
-
-    cancel = threading.Event()
-
-    def on_term(_signum: int, _frame: FrameType | None) -> None:
-        cancel.set()  # finish the current decode, clean up, exit 130
-
-    previous = (
-        signal.signal(signal.SIGTERM, on_term)
-        if (threading.current_thread() is threading.main_thread())
-        else None
-    )
 
     bar = None if args.progress_jsonl else JobProgressBar()
-
-    def progress(p: Progress) -> None:
-        if args.progress_jsonl:
-            emit_jsonl(p.as_event())
-        elif bar is not None:
-            bar(p)
-
-    if warning := reference_warning(args.reference):
-        if args.progress_jsonl:
-            emit_jsonl({"type": "warning", "message": warning})
-        else:
-            sys.stderr.write(warning + "\n")
-
     config = CompareConfig(
         reference=args.reference,
         candidates=list(args.candidates),
@@ -210,9 +183,11 @@ def run(args: argparse.Namespace) -> int:
         n_gpu_layers=args.n_gpu_layers,
         keep_base=args.keep_base,
     )
-    try:
+    with JobSession(jsonl=args.progress_jsonl) as session:
+        if warning := reference_warning(args.reference):
+            session.warning(warning)
         try:
-            result = run_compare(config, progress, cancel)
+            result = run_compare(config, session.progress if bar is None else bar, session.cancel)
         finally:
             if bar is not None:
                 bar.close()
@@ -228,17 +203,9 @@ def run(args: argparse.Namespace) -> int:
             html = render_html(result, png, failing)
             outputs["report"] = str(write_atomic(args.report, html.encode("utf-8")))
         data = result.to_json()
-        if args.progress_jsonl:
-            emit_jsonl({"type": "result", **data, "outputs": outputs, "gate_failures": failures})
-        else:
+        session.result({**data, "outputs": outputs, "gate_failures": failures})
+        if not args.progress_jsonl:
             sys.stdout.write(_table(data))
         if failures:
             raise GateFailedError("gate failed: " + "; ".join(failures))
-        return 0
-    except QuantDeskError as exc:
-        if args.progress_jsonl:
-            emit_jsonl({"type": "error", "message": str(exc)})
-        raise
-    finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
+    return 0

@@ -1,7 +1,7 @@
 """``quantdesk quantize SOURCE --type T ...``: HF folder, Hub repo or GGUF -> GGUF quants.
 
 With ``--progress-jsonl`` every progress report is one JSON line on stdout, then one
-``{"type": "result", ...}`` or ``{"type": "error", "message": ...}`` line (for the GUI).
+``result`` or ``error`` line (for the GUI; the events are in ``backend.jobs.events``).
 SIGTERM or Ctrl-C cancels: the converter/quantiser child is terminated and no file is
 left under a final name.
 """
@@ -9,18 +9,15 @@ left under a final name.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
-import signal
 import sys
-import threading
 import time
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
-from backend.core.errors import QuantDeskError
 from backend.core.units import human_bytes
+from backend.jobs.job_session import JobSession
+from backend.jobs.progress import Progress
 
 log = logging.getLogger(__name__)
 
@@ -102,19 +99,13 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(handler=run)
 
 
-def emit_jsonl(event: dict[str, Any]) -> None:
-    """Write one JSON line to stdout and flush (also used by ``compare``)."""
-    sys.stdout.write(json.dumps(event) + "\n")
-    sys.stdout.flush()
-
-
 class _TextProgress:
     """Log progress to stderr at most every half second per stage (and at stage ends)."""
 
     def __init__(self) -> None:
         self._last: dict[str, float] = {}
 
-    def __call__(self, p: Any) -> None:
+    def __call__(self, p: Progress) -> None:
         now = time.monotonic()
         if p.done < p.total and now - self._last.get(p.stage, 0.0) < 0.5:
             return
@@ -123,22 +114,9 @@ class _TextProgress:
 
 
 def run(args: argparse.Namespace) -> int:
-    from backend.jobs.progress import Progress
     from quantize.pipeline import run_quantize_job
 
-    cancel = threading.Event()
-
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        cancel.set()
-
-    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
-    progress: Any = _TextProgress()
-    if args.progress_jsonl:
-
-        def progress(p: Progress) -> None:
-            emit_jsonl(p.as_event())
-
-    try:
+    with JobSession(jsonl=args.progress_jsonl) as session:
         job = run_quantize_job(
             args.source,
             args.types,
@@ -149,18 +127,11 @@ def run(args: argparse.Namespace) -> int:
             threads=args.threads,
             imatrix_ctx=args.imatrix_ctx,
             imatrix_chunks=args.imatrix_chunks,
-            progress=progress,
-            cancel=cancel,
+            progress=session.progress if args.progress_jsonl else _TextProgress(),
+            cancel=session.cancel,
         )
-    except QuantDeskError as exc:
-        if args.progress_jsonl:
-            emit_jsonl({"type": "error", "message": str(exc)})
-        raise
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+        session.result(job.as_dict())
     if args.progress_jsonl:
-        emit_jsonl({"type": "result", **job.as_dict()})
         return 0
     for warning in job.warnings:
         log.warning(warning)

@@ -3,23 +3,21 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
 class Progress:
-    """One step of long work: ``done`` of ``total`` units in ``stage``."""
+    """One step of long work: ``done`` of ``total`` units in ``stage``, which runs in
+    phase ``phase`` (0-based) of the job's ``phases``."""
 
     stage: str
     done: int
     total: int
     message: str = ""
     tokens: int = 0  # tokens processed so far in this stage, where that means something
-
-    def as_event(self) -> dict[str, Any]:
-        """The ``--progress-jsonl`` form: ``{"type": "progress", ...}``."""
-        return {"type": "progress", **asdict(self)}
+    phase: int = 0
+    phases: int = 1
 
 
 ProgressCallback = Callable[[Progress], None]

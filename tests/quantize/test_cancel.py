@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from backend.jobs.events import ErrorEvent, parse_event
 from backend.jobs.progress import Progress
 from quantize.errors import QuantizeCancelledError
 from quantize.quantizer import quantize_gguf
@@ -110,8 +111,10 @@ def test_sigterm_cancels_cleanly(smollm2_f16: Path, tmp_path: Path) -> None:
     proc.send_signal(signal.SIGTERM)
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == 130, err
-    last = json.loads(out.strip().splitlines()[-1])
-    assert last == {"type": "error", "message": "quantisation cancelled"}
+    last = parse_event(out.strip().splitlines()[-1])
+    assert last == ErrorEvent(
+        message="quantisation cancelled", exit_code=130, error_type="QuantizeCancelledError"
+    )
     assert "cancelled" in err
     assert list(tmp_path.iterdir()) == []
     assert os.path.exists(smollm2_f16)
