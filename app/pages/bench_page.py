@@ -33,8 +33,8 @@ from app.bench_store import BenchStore
 from app.server_process import ServerState
 from app.theme import MUTED, SERIES
 from app.widgets.common import page_header, scroll_column, set_button_role
-from app.workers.bench_worker import BenchWorker
-from backend.bench import BenchConfig, BenchError, BenchResult
+from app.workers.thread_worker import ThreadWorker
+from backend.bench import BenchConfig, BenchError, BenchProgress, BenchResult, run_benchmark
 from backend.settings.default_model import DEFAULT_MODEL_ID
 
 log = logging.getLogger(__name__)
@@ -83,7 +83,7 @@ class BenchPage(QWidget):
         self.server = context.server
         self.store = BenchStore()
         self.runs: list[tuple[Path, BenchResult]] = self.store.load_all()
-        self.worker: BenchWorker | None = None
+        self.worker: ThreadWorker | None = None
 
         outer = QVBoxLayout(self)
         outer.setContentsMargins(28, 22, 28, 22)
@@ -331,10 +331,15 @@ class BenchPage(QWidget):
         except (ValueError, BenchError) as exc:
             self.status.setText(f"Check the load settings: {exc}")
             return
-        worker = BenchWorker(config)
-        worker.progressed.connect(self._on_progress)
-        worker.succeeded.connect(self._on_result)
-        worker.failed.connect(self._on_failed)
+
+        def bench() -> BenchResult:
+            return run_benchmark(config, progress=worker.report, cancel=worker.cancel_event)
+
+        worker = ThreadWorker(bench)
+        worker.yielded.connect(self._on_progress)
+        worker.returned.connect(self._on_result)
+        worker.errored.connect(self._on_failed)
+        worker.cancelled.connect(lambda: self._on_failed("Cancelled."))
         worker.finished.connect(self._on_done)
         self.worker = worker
         self.progress.setRange(0, 0)
@@ -347,10 +352,10 @@ class BenchPage(QWidget):
             self.worker.cancel()
             self.status.setText("Cancelling…")
 
-    def _on_progress(self, done: int, total: int, message: str) -> None:
-        self.progress.setRange(0, max(1, total))
-        self.progress.setValue(done)
-        self.status.setText(message)
+    def _on_progress(self, p: BenchProgress) -> None:
+        self.progress.setRange(0, max(1, p.total))
+        self.progress.setValue(p.done)
+        self.status.setText(p.message)
 
     def _on_result(self, result: BenchResult) -> None:
         knobs = self.server.knobs

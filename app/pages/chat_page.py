@@ -31,7 +31,8 @@ from app.chat_store import ChatMessage, ChatStore, Conversation
 from app.server_process import ServerState
 from app.widgets.common import Banner, ElidedLabel, EmptyState, scroll_column, set_button_role
 from app.widgets.message_bubble import MessageBubble, meta_text
-from app.workers.chat_stream import ChatStreamWorker
+from app.workers.chat_stream import stream_reply
+from app.workers.thread_worker import ThreadWorker
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +77,7 @@ class ChatPage(QWidget):
         self.store = ChatStore()
         self.conversation = Conversation(system_prompt=settings.chat.system_prompt)
         self.bubbles: list[MessageBubble] = []
-        self.worker: ChatStreamWorker | None = None
+        self.worker: ThreadWorker | None = None
         self._edit_index: int | None = None
         self._stream_text = ""
         self._stream_bubble: MessageBubble | None = None
@@ -415,10 +416,16 @@ class ChatPage(QWidget):
         self._stream_bubble = self._add_bubble("assistant", "")
         self._stream_text = ""
         self.save()
-        worker = ChatStreamWorker(url, payload, self.server.api_key)
-        worker.delta_received.connect(self._on_delta)
-        worker.finished_reply.connect(self._on_reply_finished)
-        worker.failed.connect(self._on_reply_failed)
+        api_key = self.server.api_key
+
+        def reply() -> dict[str, Any]:
+            return stream_reply(url, payload, api_key, worker.report, worker.cancel_event)
+
+        worker = ThreadWorker(reply)
+        worker.yielded.connect(self._on_delta)
+        worker.returned.connect(self._on_reply_finished)
+        worker.errored.connect(self._on_reply_failed)
+        worker.cancelled.connect(lambda: self._on_reply_finished({"cancelled": True}))
         worker.finished.connect(self._on_worker_done)
         self.worker = worker
         self._render_timer.start()

@@ -55,8 +55,8 @@ from app.theme import BAD, GOOD, MUTED, SERIES, SURFACE, TEXT, WARN, human_bytes
 from app.widgets.checkbox_style import use_visible_checkboxes
 from app.widgets.common import Banner, EmptyState, page_header, scroll_column, set_button_role
 from app.workers.cli_job import CliJob
-from app.workers.hub_call import run_call, wait_for_calls
 from app.workers.library_events import library_events, scan_library
+from app.workers.thread_worker import start_worker, wait_for_workers
 from backend.hub.library import LibraryEntry
 from backend.settings import quantdesk_home
 
@@ -389,7 +389,7 @@ class ComparePage(QWidget):
 
     # -- library --------------------------------------------------------------------------
     def refresh_library(self) -> None:
-        run_call(
+        start_worker(
             self,
             scan_library,
             self._on_library,
@@ -810,4 +810,4 @@ class ComparePage(QWidget):
         if self.job is not None:
             self.job.cancel()
             self.job.wait(10_000)
-        wait_for_calls(self)
+        wait_for_workers(self)

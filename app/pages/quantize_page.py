@@ -32,7 +32,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.app_settings import AppSettings
-from app.theme import BAD, GOOD, human_bytes
+from app.theme import BAD, GOOD
 from app.widgets.checkbox_style import use_visible_checkboxes
 from app.widgets.common import (
     ElidedLabel,
@@ -42,8 +42,9 @@ from app.widgets.common import (
     set_button_role,
 )
 from app.workers.cli_job import CliJob
-from app.workers.hub_call import run_call, wait_for_calls
 from app.workers.library_events import library_events, scan_library
+from app.workers.thread_worker import start_worker, wait_for_workers
+from backend.core.units import human_bytes
 from backend.hub.library import LibraryEntry, ModelLibrary
 from quantize.quant_types import IMATRIX_RECOMMENDED, QUANT_TYPES
 
@@ -331,7 +332,7 @@ class QuantizePage(QWidget):
 
     # -- source ---------------------------------------------------------------------------
     def refresh_library(self) -> None:
-        run_call(
+        start_worker(
             self,
             scan_library,
             self._on_library,
@@ -535,4 +536,4 @@ class QuantizePage(QWidget):
             if card.job is not None:
                 card.job.cancel()
                 card.job.wait(10_000)
-        wait_for_calls(self)
+        wait_for_workers(self)

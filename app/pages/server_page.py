@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from PySide6.QtCore import Qt, QThread, QTimer, Signal
+from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QGuiApplication, QShowEvent
 from PySide6.QtWidgets import (
     QComboBox,
@@ -35,6 +35,7 @@ from app.server_process import ServerState
 from app.snippets import SNIPPETS
 from app.widgets.common import Banner, StatusLight, page_header, set_button_role
 from app.widgets.fit_bar import FitBar
+from app.workers.thread_worker import ThreadWorker
 from backend.settings.default_model import DEFAULT_MODEL_ID
 from backend.settings.engine_settings import CacheType
 
@@ -54,13 +55,6 @@ def _spin(lo: int, hi: int, value: int, step: int = 1, special: str | None = Non
     return box
 
 
-class _LibraryScan(QThread):
-    scanned = Signal(object)  # list[Path]
-
-    def run(self) -> None:
-        self.scanned.emit(library_paths())
-
-
 class ServerPage(QWidget):
     """Start and watch ``quantdesk serve``; the knobs persist in :class:`AppSettings`."""
 
@@ -74,7 +68,7 @@ class ServerPage(QWidget):
         self._loading = True
         self._library: list[Path] = []
         self._port_note: str | None = None
-        self._scan: _LibraryScan | None = None
+        self._scan: ThreadWorker | None = None
         self.library_scans = 0
         self._fit_timer = QTimer(self)
         self._fit_timer.setSingleShot(True)
@@ -332,8 +326,9 @@ class ServerPage(QWidget):
         """Re-read the hub library in a thread; the picker updates when it is done."""
         if self._scan is not None:
             return
-        scan = _LibraryScan()
-        scan.scanned.connect(self._on_library)
+        scan = ThreadWorker(library_paths)
+        scan.returned.connect(self._on_library)
+        scan.errored.connect(lambda message: log.warning("library scan failed: %s", message))
         scan.finished.connect(self._on_scan_done)
         self._scan = scan
         scan.start()

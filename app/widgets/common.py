@@ -1,4 +1,4 @@
-"""Page header, status light, banner, empty state and a stat tile."""
+"""Page header, read-only tables, status light, banner, empty state and a stat tile."""
 
 from __future__ import annotations
 
@@ -7,12 +7,16 @@ from typing import ClassVar
 from PySide6.QtCore import QSize, Qt, Signal
 from PySide6.QtGui import QColor, QPainter, QPaintEvent, QResizeEvent
 from PySide6.QtWidgets import (
+    QAbstractItemView,
     QFrame,
     QHBoxLayout,
+    QHeaderView,
     QLabel,
     QPushButton,
     QScrollArea,
     QSizePolicy,
+    QTableWidget,
+    QTableWidgetItem,
     QVBoxLayout,
     QWidget,
 )
@@ -39,6 +43,36 @@ def set_button_role(button: QPushButton, role: str) -> QPushButton:
     """Mark a button 'primary', 'danger' or 'flat' for the stylesheet."""
     button.setProperty(role, True)
     return button
+
+
+def table_item(text: str, tip: str = "", align_right: bool = False) -> QTableWidgetItem:
+    """A read-only table cell."""
+    item = QTableWidgetItem(text)
+    item.setFlags(item.flags() & ~Qt.ItemFlag.ItemIsEditable)
+    if tip:
+        item.setToolTip(tip)
+    if align_right:
+        item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+    return item
+
+
+def list_table(columns: tuple[str, ...]) -> QTableWidget:
+    """A read-only table that selects one whole row; the first column takes the spare width."""
+    table = QTableWidget(0, len(columns))
+    table.setHorizontalHeaderLabels(list(columns))
+    table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+    table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+    table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+    table.verticalHeader().setVisible(False)
+    table.verticalHeader().setDefaultSectionSize(34)
+    table.setShowGrid(False)
+    table.setAlternatingRowColors(False)
+    table.setWordWrap(False)
+    header = table.horizontalHeader()
+    header.setDefaultAlignment(Qt.AlignmentFlag.AlignLeft)
+    header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+    header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
+    return table
 
 
 SCROLLBAR_ROOM = 12

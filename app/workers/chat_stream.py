@@ -1,4 +1,7 @@
-"""Stream one chat completion (SSE) in a thread; a signal per text delta."""
+"""Stream one chat completion (SSE) from the server: a callback per text delta.
+
+Plain Python: the chat page runs :func:`stream_reply` in a ``ThreadWorker``.
+"""
 
 from __future__ import annotations
 
@@ -6,12 +9,18 @@ import json
 import logging
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import httpx
-from PySide6.QtCore import QThread, Signal
+
+from backend.core.errors import QuantDeskError
 
 log = logging.getLogger(__name__)
+
+
+class ChatReplyError(QuantDeskError):
+    """The reply could not start or was cut off; the message is for the user."""
 
 
 def _error_text(response: httpx.Response) -> str:
@@ -23,85 +32,69 @@ def _error_text(response: httpx.Response) -> str:
     return f"HTTP {response.status_code}: {message}"
 
 
-class ChatStreamWorker(QThread):
-    """POST ``/v1/chat/completions`` with ``stream: true`` and report as it arrives.
+def stream_reply(
+    base_url: str,
+    payload: dict[str, Any],
+    api_key: str,
+    on_delta: Callable[[str], None],
+    cancel: threading.Event,
+) -> dict[str, Any]:
+    """POST ``/v1/chat/completions`` with ``stream: true``; ``on_delta(text)`` as text arrives.
 
-    ``finished_reply(meta)`` carries ``ttft_ms``, ``tokens``, ``tokens_per_s``,
-    ``finish_reason`` and ``cancelled``; ``failed(message)`` a plain-words error.
+    Returns the reply's meta: ``ttft_ms``, ``tokens``, ``tokens_per_s``, ``finish_reason``
+    and ``cancelled`` (``cancel`` set: the reply stops, what arrived is kept). Raises
+    :class:`ChatReplyError` in plain words.
     """
-
-    delta_received = Signal(str)
-    finished_reply = Signal(object)
-    failed = Signal(str)
-
-    def __init__(self, base_url: str, payload: dict[str, Any], api_key: str = "") -> None:
-        super().__init__()
-        self.base_url = base_url
-        self.payload = {**payload, "stream": True, "stream_options": {"include_usage": True}}
-        self.api_key = api_key
-        self._cancel = threading.Event()
-
-    def cancel(self) -> None:
-        self._cancel.set()
-
-    def run(self) -> None:
-        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
-        started = time.monotonic()
-        first: float | None = None
-        deltas = 0
-        usage_tokens: int | None = None
-        finish_reason: str | None = None
-        timeout = httpx.Timeout(10.0, read=300.0)
-        try:
-            with (
-                httpx.Client(base_url=self.base_url, headers=headers, timeout=timeout) as client,
-                client.stream("POST", "/v1/chat/completions", json=self.payload) as response,
-            ):
-                if response.status_code != 200:
-                    self.failed.emit(_error_text(response))
-                    return
-                for line in response.iter_lines():
-                    if self._cancel.is_set():
-                        break
-                    if not line.startswith("data:"):
-                        continue
-                    data = line[5:].strip()
-                    if data == "[DONE]":
-                        break
-                    chunk = json.loads(data)
-                    if chunk.get("error"):
-                        self.failed.emit(str(chunk["error"].get("message", chunk["error"])))
-                        return
-                    usage = chunk.get("usage") or {}
-                    if usage.get("completion_tokens") is not None:
-                        usage_tokens = int(usage["completion_tokens"])
-                    for choice in chunk.get("choices") or []:
-                        text = (choice.get("delta") or {}).get("content") or ""
-                        if choice.get("finish_reason"):
-                            finish_reason = choice["finish_reason"]
-                        if text:
-                            if first is None:
-                                first = time.monotonic()
-                            deltas += 1
-                            self.delta_received.emit(text)
-        except httpx.ConnectError:
-            self.failed.emit("Cannot reach the server. Is it running?")
-            return
-        except (httpx.HTTPError, ValueError) as exc:
-            if not self._cancel.is_set():
-                self.failed.emit(f"The reply was cut off: {exc}")
-                return
-        end = time.monotonic()
-        tokens = usage_tokens if usage_tokens is not None else deltas
-        gen_s = end - first if first is not None else 0.0
-        self.finished_reply.emit(
-            {
-                "ttft_ms": round((first - started) * 1000, 1) if first is not None else None,
-                "tokens": tokens,
-                "tokens_per_s": round((tokens - 1) / gen_s, 1)
-                if gen_s > 0 and tokens > 1
-                else None,
-                "finish_reason": finish_reason,
-                "cancelled": self._cancel.is_set(),
-            }
-        )
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    body = {**payload, "stream": True, "stream_options": {"include_usage": True}}
+    started = time.monotonic()
+    first: float | None = None
+    deltas = 0
+    usage_tokens: int | None = None
+    finish_reason: str | None = None
+    timeout = httpx.Timeout(10.0, read=300.0)
+    try:
+        with (
+            httpx.Client(base_url=base_url, headers=headers, timeout=timeout) as client,
+            client.stream("POST", "/v1/chat/completions", json=body) as response,
+        ):
+            if response.status_code != 200:
+                raise ChatReplyError(_error_text(response))
+            for line in response.iter_lines():
+                if cancel.is_set():
+                    break
+                if not line.startswith("data:"):
+                    continue
+                data = line[5:].strip()
+                if data == "[DONE]":
+                    break
+                chunk = json.loads(data)
+                if chunk.get("error"):
+                    raise ChatReplyError(str(chunk["error"].get("message", chunk["error"])))
+                usage = chunk.get("usage") or {}
+                if usage.get("completion_tokens") is not None:
+                    usage_tokens = int(usage["completion_tokens"])
+                for choice in chunk.get("choices") or []:
+                    text = (choice.get("delta") or {}).get("content") or ""
+                    if choice.get("finish_reason"):
+                        finish_reason = choice["finish_reason"]
+                    if text:
+                        if first is None:
+                            first = time.monotonic()
+                        deltas += 1
+                        on_delta(text)
+    except httpx.ConnectError as exc:
+        raise ChatReplyError("Cannot reach the server. Is it running?") from exc
+    except (httpx.HTTPError, ValueError) as exc:
+        if not cancel.is_set():
+            raise ChatReplyError(f"The reply was cut off: {exc}") from exc
+    end = time.monotonic()
+    tokens = usage_tokens if usage_tokens is not None else deltas
+    gen_s = end - first if first is not None else 0.0
+    return {
+        "ttft_ms": round((first - started) * 1000, 1) if first is not None else None,
+        "tokens": tokens,
+        "tokens_per_s": round((tokens - 1) / gen_s, 1) if gen_s > 0 and tokens > 1 else None,
+        "finish_reason": finish_reason,
+        "cancelled": cancel.is_set(),
+    }

@@ -74,7 +74,7 @@ def test_serve_chat_watch_crash_restart(window: MainWindow, qtbot: QtBot) -> Non
     qtbot.mouseClick(chat.send_button, Qt.MouseButton.LeftButton)
     assert chat.is_streaming()
     assert chat.worker is not None
-    chat.worker.delta_received.connect(deltas.append)
+    chat.worker.yielded.connect(deltas.append)
     window.show_page("dashboard")
     qtbot.waitUntil(lambda: len(deltas) >= 3, timeout=REPLY_TIMEOUT_MS)
     in_flight.append(server.requests_in_flight())
@@ -115,7 +115,7 @@ def test_serve_chat_watch_crash_restart(window: MainWindow, qtbot: QtBot) -> Non
     qtbot.mouseClick(chat.send_button, Qt.MouseButton.LeftButton)
     assert chat.worker is not None
     got: list[str] = []
-    chat.worker.delta_received.connect(got.append)
+    chat.worker.yielded.connect(got.append)
     qtbot.waitUntil(lambda: len(got) >= 2, timeout=REPLY_TIMEOUT_MS)
     qtbot.mouseClick(chat.stop_button, Qt.MouseButton.LeftButton)
     _wait_reply(chat, qtbot)
@@ -154,7 +154,7 @@ def test_serve_chat_watch_crash_restart(window: MainWindow, qtbot: QtBot) -> Non
     qtbot.mouseClick(chat.send_button, Qt.MouseButton.LeftButton)
     assert chat.worker is not None
     first: list[str] = []
-    chat.worker.delta_received.connect(first.append)
+    chat.worker.yielded.connect(first.append)
     qtbot.waitUntil(lambda: len(first) >= 1, timeout=REPLY_TIMEOUT_MS)
     questions: list[str] = []
 
