@@ -13,7 +13,8 @@ import pytest
 from pytestqt.qtbot import QtBot
 
 from app.app_settings import AppSettings
-from app.pages.compare_page import RESULT_COLUMNS, ComparePage, compare_arguments
+from app.page_models.compare_runs import RESULT_COLUMNS, CompareOptions, Outcome
+from app.pages.compare_page import ComparePage
 from backend.entrypoints.main import build_parser
 from backend.hub.library import ModelLibrary
 
@@ -66,33 +67,33 @@ def _text(tmp_path: Path) -> Path:
 
 
 def test_arguments_are_accepted_by_the_real_cli(tmp_path: Path) -> None:
-    args = compare_arguments(
+    args = CompareOptions(
         "/r.gguf",
         ["/a.gguf", "/b.gguf"],
-        tmp_path,
         text="/t.txt",
-        prompts_file=tmp_path / "p.txt",
+        prompts=["What is 2+2?", "Name a colour."],
         ctx=64,
         chunks=3,
         answers=True,
         speed=False,
         threads=2,
-    )
+    ).arguments(tmp_path)
     parsed = build_parser().parse_args([*args, "--progress-jsonl"])
     assert parsed.command == "compare"
     assert str(parsed.reference) == "/r.gguf"
     assert [str(c) for c in parsed.candidates] == ["/a.gguf", "/b.gguf"]
     assert parsed.ctx == 64 and parsed.chunks == 3 and parsed.no_speed and not parsed.no_answers
     assert parsed.json == tmp_path / "results.json" and parsed.report == tmp_path / "report.html"
-    assert "--chunks" not in compare_arguments("/r", ["/a"], tmp_path)
+    assert parsed.prompts.read_text(encoding="utf-8") == "What is 2+2?\nName a colour.\n"
+    assert "--chunks" not in CompareOptions("/r", ["/a"]).arguments(tmp_path)
 
 
 def test_empty_state_until_a_candidate_is_ticked(qtbot: QtBot, settings: AppSettings) -> None:
     page = _page(qtbot, settings)
-    assert page.results_stack.currentWidget() is page.empty
+    assert page.results.stack.currentWidget() is page.results.empty
     assert page.candidate_list.count() == 0  # only the embedded model: nothing to compare
     assert not page.run_button.isEnabled()
-    assert not page.export_button.isEnabled()
+    assert not page.results.export_button.isEnabled()
     page.shutdown()
 
 
@@ -116,13 +117,15 @@ def test_compare_run_fills_table_plot_and_answers(
     assert page.run_button.isEnabled()
     seen: list[int] = []
     page.progress.valueChanged.connect(seen.append)
-    with qtbot.waitSignal(page.run_finished, timeout=300_000) as finished:
-        page.run_button.click()
-        assert page.cancel_button.isEnabled() and not page.run_button.isEnabled()
-    assert finished.args == ["done"], page.log_view.toPlainText()[-3000:]
+    page.run_button.click()
+    assert page.cancel_button.isEnabled() and not page.run_button.isEnabled()
+    qtbot.waitUntil(lambda: page.job is None, timeout=300_000)
+    assert page.run is not None
+    assert page.run.outcome is Outcome.DONE, page.results.log_view.toPlainText()[-3000:]
     assert any(0 < v < 1000 for v in seen)  # progress moved before the end
 
-    table = page.table
+    results = page.results
+    table = results.table
     assert table.rowCount() == 2
     heads = [table.horizontalHeaderItem(c) for c in range(table.columnCount())]
     assert [h.text() for h in heads if h is not None] == list(RESULT_COLUMNS)
@@ -135,32 +138,32 @@ def test_compare_run_fills_table_plot_and_answers(
 
     assert "SmolLM2-135M-Instruct-Q8_0" in cell(0, "Model")
     assert cell(1, "Model") == "SmolLM2-135M-Instruct.Q4_1"
-    data = json.loads((page.run_dir / "results.json").read_text())  # type: ignore[operator]
+    data = json.loads((page.run.folder / "results.json").read_text())
     cand = data["candidates"][0]
     assert float(cell(1, "KLD")) == pytest.approx(cand["kld_mean"], abs=1e-5)
     assert 0 < cand["kld_mean"] < 1
     assert float(cell(1, "PPL ratio")) == pytest.approx(cand["ppl_ratio"], abs=1e-3)
     assert float(cell(1, "Same top %")) == pytest.approx(cand["same_top_pct"], abs=0.05)
     assert math.isfinite(float(cell(1, "PPL"))) and float(cell(1, "bpw")) < float(cell(0, "bpw"))
-    assert page.plotted_points() == 1
+    assert results.plotted_points() == 1
     # answers side by side: one column per model, the real replies
-    assert len(page.answer_views) == 2
-    assert page.answer_texts() == [
+    assert len(results.answer_views) == 2
+    assert results.answer_texts() == [
         data["answers"][0]["reference"],
         data["answers"][0]["candidates"][0],
     ]
-    assert all(t.strip() for t in page.answer_texts())
+    assert all(t.strip() for t in results.answer_texts())
 
     out = tmp_path / "exported.html"
     page.pick_save = lambda title, suggested: str(out)
-    assert page.export_button.isEnabled()
+    assert results.export_button.isEnabled()
     assert page.export_report() == str(out)
     assert "SmolLM2-135M-Instruct.Q4_1" in out.read_text(encoding="utf-8")
     page.shutdown()
 
     # a new page (the app reopened) shows the last run again
     again = _page(qtbot, settings)
-    assert again.table.rowCount() == 2 and again.plotted_points() == 1
+    assert again.results.table.rowCount() == 2 and again.results.plotted_points() == 1
     again.shutdown()
 
 
@@ -182,10 +185,10 @@ def test_cancel_stops_the_comparison(
     page.threads_spin.setValue(1)
     page.start()
     qtbot.waitUntil(lambda: "Reference" in page.status.text(), timeout=60_000)
-    with qtbot.waitSignal(page.run_finished, timeout=60_000) as finished:
-        page.cancel_button.click()
-    assert finished.args == ["cancelled"]
+    page.cancel_button.click()
+    qtbot.waitUntil(lambda: page.job is None, timeout=60_000)
+    assert page.run is not None and page.run.outcome is Outcome.CANCELLED
     assert page.status.text() == "Cancelled."
     assert page.run_button.isEnabled() and not page.cancel_button.isEnabled()
-    assert page.results_stack.currentWidget() is page.empty
+    assert page.results.stack.currentWidget() is page.results.empty
     page.shutdown()
