@@ -1,15 +1,17 @@
 """Screenshots of the serving pages, from the real window driving the real server.
 
-    QT_QPA_PLATFORM=offscreen python -m app.screenshots [--out docs/screenshots]
-    QT_QPA_PLATFORM=offscreen python -m app.screenshots --size 1280x720 \
-        --out docs/screenshots/1280x720
+    QT_QPA_PLATFORM=offscreen .venv/bin/python -m docs.tools.serving_screenshots \
+        [--out docs/screenshots]
+    QT_QPA_PLATFORM=offscreen .venv/bin/python -m docs.tools.serving_screenshots \
+        --size 1280x720 --out docs/screenshots/1280x720
 
 The window is 1440x900 unless ``--size`` says otherwise (1280x720 is a common laptop,
 and what 1920x1080 at 150% scaling gives).
 
 Starts the embedded model, chats once, lets the dashboard fill, runs a tiny bench
 sweep, and grabs each page with ``QWidget.grab()``. Settings and chats go to a
-temporary ``QUANTDESK_HOME`` so the user's own are untouched.
+temporary ``QUANTDESK_HOME`` so the user's own are untouched. Documentation tooling, run
+from the repository root; not part of the app.
 """
 
 from __future__ import annotations
@@ -58,7 +60,6 @@ def take(
     from app.app_settings import AppSettings
     from app.main import create_app
     from app.main_window import MainWindow
-    from app.pages import ComingSoonPage
     from app.pages.bench_page import BenchPage
     from app.pages.chat_page import ChatPage
     from app.server_process import ServerState
@@ -76,12 +77,6 @@ def take(
     shots: list[Path] = []
 
     def grab(key: str) -> None:
-        page = window.page(key)
-        if isinstance(page, ComingSoonPage):
-            return
-        prepare = getattr(page, "prepare_screenshot", None)  # optional hook for any page
-        if callable(prepare):
-            prepare()
         window.show_page(key)
         _wait(app, lambda: False, 0.4)
         path = out / f"{key}.png"
@@ -144,7 +139,7 @@ def main() -> int:
         "--pages",
         default=",".join(SERVING_PAGES),
         help="comma-separated page keys (the Models, Quantise and Compare pages "
-        "have their own script: tests/app/page_screenshots.py)",
+        "have their own script: docs/tools/page_screenshots.py)",
     )
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")

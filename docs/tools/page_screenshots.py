@@ -1,15 +1,17 @@
 """Screenshots of the Models, Quantise and Compare pages with real content.
 
-    QT_QPA_PLATFORM=offscreen python -m tests.app.page_screenshots [--out docs/screenshots]
-    QT_QPA_PLATFORM=offscreen python -m tests.app.page_screenshots --size 1280x720 \
-        --out docs/screenshots/1280x720
+    QT_QPA_PLATFORM=offscreen .venv/bin/python -m docs.tools.page_screenshots \
+        [--out docs/screenshots]
+    QT_QPA_PLATFORM=offscreen .venv/bin/python -m docs.tools.page_screenshots \
+        --size 1280x720 --out docs/screenshots/1280x720
 
 The window is 1440x900 unless ``--size`` says otherwise.
 
 Everything is real and offline: the Quantise page re-quantises the embedded SmolLM2
 (Q8_0, Q6_K, Q4_K_M), the Compare page compares those on a short text, and the
 Models page's Hub tab talks to the local Hub stand-in of the hub tests. Settings and
-models go to a temporary ``QUANTDESK_HOME``.
+models go to a temporary ``QUANTDESK_HOME``. Documentation tooling, run from the
+repository root (it uses the test suite's Hub stand-in and layout check); not part of the app.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from app.screenshots import parse_size
+from docs.tools.serving_screenshots import parse_size
 
 log = logging.getLogger(__name__)
 
@@ -174,26 +176,27 @@ def take(out: Path, size: tuple[int, int] = (1440, 900)) -> list[Path]:
     compare.start()
     _wait(lambda: compare.job is None, 900)
     grab("compare", "compare")
-    compare.tabs.setCurrentIndex(1)
-    compare.prompt_combo.setCurrentIndex(1)
+    compare.results.tabs.setCurrentIndex(1)
+    compare.results.prompt_combo.setCurrentIndex(1)
     grab("compare", "compare-answers")
-    compare.tabs.setCurrentIndex(0)
+    compare.results.tabs.setCurrentIndex(0)
 
     models = window.page("models")
     assert isinstance(models, ModelsPage)
     window.show_page("models")
-    _wait(lambda: len(models.entries) >= 4, 30)
-    models.select_library_path(str(root / "SmolLM2-135M-Instruct-Q4_K_M.gguf"))
+    _wait(lambda: len(models.library.entries) >= 4, 30)
+    models.library.select_path(str(root / "SmolLM2-135M-Instruct-Q4_K_M.gguf"))
     grab("models", "models")
     models.tabs.setCurrentIndex(1)
-    models.search_edit.setText("SmolLM2")
-    models.search()
-    _wait(lambda: models.results_list.count() > 0, 30)
-    models.results_list.setCurrentRow(0)
-    _wait(lambda: "Fit:" in models.fit_note.text(), 60)
-    models.files_table.selectRow(3)
-    models.download_selected()
-    row = models.downloads[0]
+    hub_tab = models.hub
+    hub_tab.search_edit.setText("SmolLM2")
+    hub_tab.search()
+    _wait(lambda: hub_tab.results_list.count() > 0, 30)
+    hub_tab.results_list.setCurrentRow(0)
+    _wait(lambda: "Fit:" in hub_tab.fit_note.text(), 60)
+    hub_tab.files_table.selectRow(3)
+    hub_tab.download_selected()
+    row = hub_tab.download_list.rows[0]
     _wait(lambda: row.bar.value() > 350, 120)
     grab("models", "models-hub")
     window.close()
