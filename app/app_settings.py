@@ -9,39 +9,36 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from app.atomic_file import write_text_atomic
 from backend.settings import quantdesk_home
-from backend.settings.engine_settings import CacheType, FlashAttn
+from backend.settings.engine_settings import ServingKnobs
+from backend.settings.server_settings import ListenSettings
 
 log = logging.getLogger(__name__)
 
 SETTINGS_FILE = "gui-settings.json"
 
 
-class ServerKnobs(BaseModel):
-    """What the Server page starts ``quantdesk serve`` with."""
+class ServerKnobs(ServingKnobs, ListenSettings):
+    """What the Server page starts ``quantdesk serve`` with: the serving knobs and where to
+    listen, as ``serve`` defines them, and the API key from the key box."""
 
-    model: str = Field(default="default", description="GGUF path, or 'default' (embedded)")
-    ctx_size: int = Field(default=4096, ge=256, le=1_048_576)
-    batch_size: int = Field(default=512, ge=32, le=65_536)
-    ubatch_size: int = Field(default=512, ge=16, le=65_536)
-    parallel: int = Field(default=4, ge=1, le=128)
-    gpu_layers: int = Field(default=-1, ge=-1, le=100_000)
-    cache_type_k: CacheType = "f16"
-    cache_type_v: CacheType = "f16"
-    flash_attn: FlashAttn = "auto"
-    kv_per_slot: bool = False
-    threads: int = Field(default_factory=lambda: max(1, min(8, os.cpu_count() or 1)), ge=1, le=512)
-    host: str = "127.0.0.1"
-    port: int = Field(default=8080, ge=0, le=65_535)
-    api_key: str = ""
-    cors_origins: list[str] = Field(default_factory=list)
+    api_key: str = Field(
+        default="",
+        description="Key clients must send; blank for none (left off the command line, as "
+        "serve refuses a blank key)",
+        json_schema_extra={"flags": ["--api-key"]},
+    )
+
+    @field_validator("api_key")
+    @classmethod
+    def _strip_key(cls, value: str) -> str:
+        return value.strip()
 
 
 class ChatDefaults(BaseModel):

@@ -1,4 +1,4 @@
-"""How the GUI launches ``quantdesk serve``: the command line, built from the knobs.
+"""How the GUI launches ``quantdesk serve``: the command line, generated from the knobs.
 
 Kept apart from the supervisor so the launcher can be swapped (a frozen app runs
 its own executable with ``serve``; a venv runs ``python -m backend.entrypoints.main serve``).
@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from app.app_settings import ServerKnobs
+from backend.settings.flags import settings_argv
 
 
 def launcher_prefix() -> list[str]:
@@ -28,44 +29,10 @@ def launcher_prefix() -> list[str]:
 
 
 def serve_arguments(knobs: ServerKnobs, port_file: Path, port: int | None = None) -> list[str]:
-    """Arguments after the launcher prefix, llama-server style."""
-    args = [
-        "serve",
-        "--model",
-        knobs.model or "default",
-        "--host",
-        knobs.host,
-        "--port",
-        str(knobs.port if port is None else port),
-        "--port-file",
-        str(port_file),
-        "-c",
-        str(knobs.ctx_size),
-        "-b",
-        str(knobs.batch_size),
-        "-ub",
-        str(knobs.ubatch_size),
-        "-np",
-        str(knobs.parallel),
-        "-ngl",
-        str(knobs.gpu_layers),
-        "-ctk",
-        knobs.cache_type_k,
-        "-ctv",
-        knobs.cache_type_v,
-        "-fa",
-        knobs.flash_attn,
-        "-t",
-        str(knobs.threads),
-    ]
-    if knobs.kv_per_slot:
-        args.append("--kv-per-slot")
-    key = (knobs.api_key or "").strip()  # a blank key is no key (serve refuses one)
-    if key:
-        args += ["--api-key", key]
-    for origin in knobs.cors_origins:
-        args += ["--cors-origin", origin]
-    return args
+    """Arguments after the launcher prefix: every knob, written by the flags ``serve`` reads."""
+    if port is not None:
+        knobs = knobs.model_copy(update={"port": port})
+    return ["serve", *settings_argv(knobs), "--port-file", str(port_file)]
 
 
 def client_host(host: str) -> str:

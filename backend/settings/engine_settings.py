@@ -1,11 +1,16 @@
-"""Engine settings: every knob of the llama.cpp context, with bounds and descriptions."""
+"""Engine settings: every knob of the llama.cpp context, with bounds and descriptions.
+
+:class:`ServingKnobs` is the one definition of the knobs that load and size a served
+model; ``quantdesk serve`` (:class:`EngineSettings`), the GUI's saved knobs and the fit
+estimate are all built from it.
+"""
 
 from __future__ import annotations
 
 import os
 from typing import Literal
 
-from pydantic import Field
+from pydantic import BaseModel, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 CacheType = Literal["f32", "f16", "bf16", "q8_0", "q5_1", "q5_0", "q4_1", "q4_0", "iq4_nl"]
@@ -16,74 +21,62 @@ def _default_threads() -> int:
     return max(1, min(8, os.cpu_count() or 1))
 
 
-class EngineSettings(BaseSettings):
-    """How the model is loaded and how the scheduler runs it."""
-
-    model_config = SettingsConfigDict(env_prefix="QUANTDESK_", extra="ignore")
+class ServingKnobs(BaseModel):
+    """The model and the knobs that decide how it is loaded, how much memory it takes and
+    how many sequences run at once."""
 
     model: str = Field(
-        "default",
+        default="default",
         description="GGUF file to serve, or 'default' for the embedded SmolLM2-135M-Instruct",
         json_schema_extra={"flags": ["-m", "--model"]},
     )
-    model_alias: str | None = Field(
-        None,
-        description="Model id shown by /v1/models (default: the file name without .gguf)",
-        json_schema_extra={"flags": ["-a", "--alias"]},
-    )
-    chat_template_file: str | None = Field(
-        None,
-        description="Jinja chat template to use instead of the GGUF's (for a template that "
-        "is broken or lacks tool support)",
-        json_schema_extra={"flags": ["--chat-template-file"]},
-    )
     ctx_size: int = Field(
-        4096,
+        default=4096,
         ge=256,
         le=1_048_576,
         description="Total KV-cache cells shared by all sequences (unified KV)",
         json_schema_extra={"flags": ["-c", "--ctx-size"]},
     )
     batch_size: int = Field(
-        512,
+        default=512,
         ge=32,
         le=65_536,
         description="Logical batch: most tokens submitted to one llama_decode",
         json_schema_extra={"flags": ["-b", "--batch-size"]},
     )
     ubatch_size: int = Field(
-        512,
+        default=512,
         ge=16,
         le=65_536,
         description="Physical micro-batch size processed at once",
         json_schema_extra={"flags": ["-ub", "--ubatch-size"]},
     )
     parallel: int = Field(
-        4,
+        default=4,
         ge=1,
         le=128,
         description="Sequences generated concurrently (continuous batching)",
         json_schema_extra={"flags": ["-np", "--parallel"]},
     )
     gpu_layers: int = Field(
-        -1,
+        default=-1,
         ge=-1,
         le=100_000,
         description="Layers offloaded to the GPU (-1 = all); ignored by CPU-only builds",
         json_schema_extra={"flags": ["-ngl", "--gpu-layers"]},
     )
     cache_type_k: CacheType = Field(
-        "f16",
+        default="f16",
         description="KV-cache type for K",
         json_schema_extra={"flags": ["-ctk", "--cache-type-k"]},
     )
     cache_type_v: CacheType = Field(
-        "f16",
+        default="f16",
         description="KV-cache type for V (quantised V needs flash attention)",
         json_schema_extra={"flags": ["-ctv", "--cache-type-v"]},
     )
     flash_attn: FlashAttn = Field(
-        "auto",
+        default="auto",
         description="Flash attention: auto, on or off",
         json_schema_extra={"flags": ["-fa", "--flash-attn"]},
     )
@@ -94,15 +87,8 @@ class EngineSettings(BaseSettings):
         description="CPU threads for generation",
         json_schema_extra={"flags": ["-t", "--threads"]},
     )
-    threads_batch: int | None = Field(
-        None,
-        ge=1,
-        le=512,
-        description="CPU threads for prompt processing (default: --threads)",
-        json_schema_extra={"flags": ["-tb", "--threads-batch"]},
-    )
     kv_per_slot: bool = Field(
-        False,
+        default=False,
         description=(
             "Give each parallel sequence its own KV stream of ctx-size/parallel cells, as "
             "llama-server does with an explicit -np (default: one unified KV cache, where one "
@@ -113,7 +99,7 @@ class EngineSettings(BaseSettings):
         json_schema_extra={"flags": ["-no-kvu", "--no-kv-unified", "--kv-per-slot"]},
     )
     prefix_cache_entries: int = Field(
-        8,
+        default=8,
         ge=0,
         le=64,
         description=(
@@ -122,15 +108,46 @@ class EngineSettings(BaseSettings):
         ),
         json_schema_extra={"flags": ["--prefix-cache"]},
     )
+
+    @property
+    def n_seq_max(self) -> int:
+        """llama.cpp sequences: the parallel slots, plus the prefix-cache entries of a
+        unified cache (with a KV stream per slot the idle slots are the cache)."""
+        return self.parallel + (0 if self.kv_per_slot else self.prefix_cache_entries)
+
+
+class EngineSettings(BaseSettings, ServingKnobs):
+    """How the model is loaded and how the scheduler runs it."""
+
+    model_config = SettingsConfigDict(env_prefix="QUANTDESK_", extra="ignore")
+
+    model_alias: str | None = Field(
+        default=None,
+        description="Model id shown by /v1/models (default: the file name without .gguf)",
+        json_schema_extra={"flags": ["-a", "--alias"]},
+    )
+    chat_template_file: str | None = Field(
+        default=None,
+        description="Jinja chat template to use instead of the GGUF's (for a template that "
+        "is broken or lacks tool support)",
+        json_schema_extra={"flags": ["--chat-template-file"]},
+    )
+    threads_batch: int | None = Field(
+        default=None,
+        ge=1,
+        le=512,
+        description="CPU threads for prompt processing (default: --threads)",
+        json_schema_extra={"flags": ["-tb", "--threads-batch"]},
+    )
     max_queue: int = Field(
-        64,
+        default=64,
         ge=1,
         le=10_000,
         description="Requests that may wait for a free sequence before 'busy' is answered",
         json_schema_extra={"flags": ["--max-queue"]},
     )
     seed: int = Field(
-        -1,
+        default=-1,
         ge=-1,
         description="Default sampling seed (-1 = random)",
         json_schema_extra={"flags": ["-s", "--seed"]},

@@ -2,13 +2,15 @@
 
 Each field names its flags in ``json_schema_extra={"flags": [...]}``; the
 description becomes the help text and the value is validated by the model
-itself, so bounds live in one place.
+itself, so bounds live in one place. :func:`settings_argv` goes the other way:
+a settings instance back to the command line that gives it.
 """
 
 from __future__ import annotations
 
 import argparse
 import typing
+from collections.abc import Collection
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -34,8 +36,10 @@ def _help(field: Any) -> str:
     return f"{text} (default: {default})"
 
 
-def add_settings_flags(parser: argparse.ArgumentParser, model: type[BaseModel]) -> None:
-    """Add one option per field of ``model`` that declares flags.
+def add_settings_flags(
+    parser: argparse.ArgumentParser, model: type[BaseModel], skip: Collection[str] = ()
+) -> None:
+    """Add one option per field of ``model`` that declares flags (except the ``skip`` ones).
 
     Options default to ``argparse.SUPPRESS`` so that only what the user typed
     overrides the environment and the field defaults.
@@ -43,7 +47,7 @@ def add_settings_flags(parser: argparse.ArgumentParser, model: type[BaseModel]) 
     group = parser.add_argument_group(model.__name__)
     for name, field in model.model_fields.items():
         flags = _flags_of(field)
-        if not flags:
+        if not flags or name in skip:
             continue
         annotation = field.annotation
         origin = typing.get_origin(annotation)
@@ -65,6 +69,29 @@ def add_settings_flags(parser: argparse.ArgumentParser, model: type[BaseModel]) 
             if kwargs["metavar"] is None:
                 del kwargs["metavar"]
         group.add_argument(*flags, **kwargs)
+
+
+def settings_argv(settings: BaseModel) -> list[str]:
+    """The flags that give every flagged field of ``settings`` its value, defaults included.
+
+    Each field is written with its last (long) flag; ``None``, ``False`` and ``""`` are
+    written as no flag, a list as the flag repeated, and a value that starts with ``-``
+    as ``--flag=value`` so that it cannot be read as an option.
+    """
+    argv: list[str] = []
+    for name, field in type(settings).model_fields.items():
+        flags = _flags_of(field)
+        value = getattr(settings, name)
+        if not flags or value is None or value is False or value == "":
+            continue
+        flag = flags[-1]
+        if value is True:
+            argv.append(flag)
+            continue
+        for item in value if isinstance(value, list) else [value]:
+            text = str(item)
+            argv += [f"{flag}={text}"] if text.startswith("-") else [flag, text]
+    return argv
 
 
 def settings_from_args(model: type[T], args: argparse.Namespace) -> T:

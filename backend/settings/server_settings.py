@@ -2,30 +2,41 @@
 
 from __future__ import annotations
 
-from pydantic import Field, field_validator
+from pydantic import BaseModel, Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
-class ServerSettings(BaseSettings):
-    """How the OpenAI-compatible server listens and whom it lets in."""
-
-    model_config = SettingsConfigDict(env_prefix="QUANTDESK_", extra="ignore")
+class ListenSettings(BaseModel):
+    """Where the server listens and which browser origins may call it (the GUI keeps these)."""
 
     host: str = Field(
-        "127.0.0.1",
+        default="127.0.0.1",
         min_length=1,
         description="Address to bind; a non-loopback address needs --api-key or --insecure",
         json_schema_extra={"flags": ["--host"]},
     )
     port: int = Field(
-        8080,
+        default=8080,
         ge=0,
         le=65_535,
         description="TCP port (0 picks a free one)",
         json_schema_extra={"flags": ["--port"]},
     )
+    cors_origins: list[str] = Field(
+        default_factory=list,
+        description="Also allow this browser origin by CORS (repeatable; '*' allows any); "
+        "loopback origins (http(s)://localhost, 127.0.0.1, [::1], any port) are always allowed",
+        json_schema_extra={"flags": ["--cors-origin"]},
+    )
+
+
+class ServerSettings(BaseSettings, ListenSettings):
+    """How the OpenAI-compatible server listens, whom it lets in and what it accepts."""
+
+    model_config = SettingsConfigDict(env_prefix="QUANTDESK_", extra="ignore")
+
     api_key: str | None = Field(
-        None,
+        default=None,
         description="Require 'Authorization: Bearer KEY' on every API call",
         json_schema_extra={"flags": ["--api-key"]},
     )
@@ -36,52 +47,46 @@ class ServerSettings(BaseSettings):
         json_schema_extra={"flags": ["--allowed-host"]},
     )
     insecure: bool = Field(
-        False,
+        default=False,
         description="Allow binding a non-loopback address without an API key",
         json_schema_extra={"flags": ["--insecure"]},
     )
-    cors_origins: list[str] = Field(
-        default_factory=list,
-        description="Also allow this browser origin by CORS (repeatable; '*' allows any); "
-        "loopback origins (http(s)://localhost, 127.0.0.1, [::1], any port) are always allowed",
-        json_schema_extra={"flags": ["--cors-origin"]},
-    )
     max_tokens_limit: int = Field(
-        4096,
+        default=4096,
         ge=1,
         le=1_048_576,
         description="Upper bound on max_tokens of any request",
         json_schema_extra={"flags": ["--max-tokens-limit"]},
     )
     strict_max_tokens: bool = Field(
-        False,
+        default=False,
         description="Refuse (400) a max_tokens larger than the room left in the context, as "
         "OpenAI does, instead of stopping with 'length' when the context is full",
         json_schema_extra={"flags": ["--strict-max-tokens"]},
     )
     max_body_bytes: int = Field(
-        8 * 1024 * 1024,
+        default=8 * 1024 * 1024,
         ge=1024,
         le=1024 * 1024 * 1024,
         description="Largest request body in bytes; a bigger one gets a 413",
         json_schema_extra={"flags": ["--max-body-bytes"]},
     )
     max_choices: int = Field(
-        8,
+        default=8,
         ge=1,
         le=128,
         description="Upper bound on n and best_of: each choice is a sequence of its own",
         json_schema_extra={"flags": ["--max-choices"]},
     )
     max_embedding_inputs: int = Field(
-        256,
+        default=256,
         ge=1,
         le=2048,
         description="Most inputs one /v1/embeddings request may carry",
         json_schema_extra={"flags": ["--max-embedding-inputs"]},
     )
     port_file: str | None = Field(
-        None,
+        default=None,
         description="Write the bound port to this file once listening (for supervisors)",
         json_schema_extra={"flags": ["--port-file"]},
     )

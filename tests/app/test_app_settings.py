@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from app.app_settings import AppSettings
+from app.app_settings import AppSettings, ServerKnobs
 
 
 def test_round_trip(isolated_home: Path) -> None:
@@ -30,3 +30,36 @@ def test_broken_file_gives_defaults(isolated_home: Path) -> None:
     assert AppSettings.load() == AppSettings.model_validate(AppSettings().model_dump())
     (isolated_home / "gui-settings.json").write_text('{"server": {"ctx_size": 1}}')
     assert AppSettings.load().server.ctx_size == 4096  # out of bounds -> defaults
+
+
+# gui-settings.json as versions before serve's settings model wrote it: api_key "" for no key,
+# no prefix_cache_entries
+SAVED_BY_EARLIER_VERSIONS = """{"server": {"model": "/models/a.gguf", "ctx_size": 2048,
+"batch_size": 256, "ubatch_size": 128, "parallel": 2, "gpu_layers": 12, "cache_type_k": "q8_0",
+"cache_type_v": "q8_0", "flash_attn": "on", "kv_per_slot": true, "threads": 3,
+"host": "0.0.0.0", "port": 8081, "api_key": "", "cors_origins": ["http://a"]},
+"chat": {"temperature": 0.2}, "recent_models": ["/models/a.gguf"], "autostart_server": false}"""
+
+
+def test_settings_saved_by_earlier_versions_load(isolated_home: Path) -> None:
+    (isolated_home / "gui-settings.json").write_text(SAVED_BY_EARLIER_VERSIONS, encoding="utf-8")
+    loaded = AppSettings.load()
+    assert loaded.server == ServerKnobs(
+        model="/models/a.gguf",
+        ctx_size=2048,
+        batch_size=256,
+        ubatch_size=128,
+        parallel=2,
+        gpu_layers=12,
+        cache_type_k="q8_0",
+        cache_type_v="q8_0",
+        flash_attn="on",
+        kv_per_slot=True,
+        threads=3,
+        host="0.0.0.0",
+        port=8081,
+        api_key="",
+        cors_origins=["http://a"],
+    )
+    assert loaded.server.prefix_cache_entries == 8  # a knob the file predates: serve's default
+    assert loaded.chat.temperature == 0.2 and loaded.autostart_server is False

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import subprocess
 import sys
 from pathlib import Path
 
 import httpx
+import pytest
 
+from backend.entrypoints.main import build_parser
+from backend.settings import EngineSettings, ServerSettings
+from backend.settings.flags import settings_argv, settings_from_args
 from tests.server.conftest import child_base_url, wait_healthy
 
 HTTP = httpx.Client(timeout=120.0)
@@ -92,3 +97,59 @@ def test_serve_child_process_answers(tmp_path: Path) -> None:
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+def _parse_serve(argv: list[str]) -> argparse.Namespace:
+    return build_parser().parse_args(["serve", *argv])
+
+
+def test_generated_command_line_parses_back_to_the_same_settings(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name in [n for n in os.environ if n.startswith("QUANTDESK_")]:
+        monkeypatch.delenv(name)
+    engine = EngineSettings(
+        model="/models/x.gguf",
+        ctx_size=1024,
+        batch_size=256,
+        ubatch_size=128,
+        parallel=2,
+        gpu_layers=7,
+        cache_type_k="q8_0",
+        cache_type_v="q4_0",
+        flash_attn="on",
+        threads=3,
+        kv_per_slot=True,
+        prefix_cache_entries=0,
+        model_alias="x",
+        chat_template_file="/templates/t.jinja",
+        threads_batch=5,
+        max_queue=9,
+        seed=42,
+    )
+    server = ServerSettings(
+        host="0.0.0.0",
+        port=0,
+        cors_origins=["*", "http://a"],
+        api_key="-key-that-looks-like-a-flag",
+        allowed_hosts=["a.local", "b.local"],
+        insecure=True,
+        max_tokens_limit=77,
+        strict_max_tokens=True,
+        max_body_bytes=4096,
+        max_choices=2,
+        max_embedding_inputs=3,
+        port_file="/tmp/port",
+    )
+    # every flag is exercised: no field keeps its default
+    for settings in (engine, server):
+        model = type(settings)
+        same = [n for n in model.model_fields if getattr(settings, n) == getattr(model(), n)]
+        assert not same, same
+    args = _parse_serve([*settings_argv(engine), *settings_argv(server)])
+    assert settings_from_args(EngineSettings, args) == engine
+    assert settings_from_args(ServerSettings, args) == server
+    defaults = _parse_serve([*settings_argv(EngineSettings()), *settings_argv(ServerSettings())])
+    assert settings_from_args(EngineSettings, defaults) == EngineSettings()
+    assert settings_from_args(ServerSettings, defaults) == ServerSettings()
+    assert "--gpu-layers=-1" in settings_argv(EngineSettings())  # not read as an option
