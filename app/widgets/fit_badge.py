@@ -15,25 +15,28 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QLabel, QWidget
 
 from app.app_settings import ServerKnobs
+from app.fit_adapter import ShownVerdict
 from app.theme import BAD, GOOD, IDLE, WARN
 from backend.core.errors import QuantDeskError
+from backend.fit.fit_estimate import estimate_fit
+from backend.fit.memory_probe import probe_memory
 
 log = logging.getLogger(__name__)
 
 _SPLIT_PART = re.compile(r"-(\d{5})-of-(\d{5})\.gguf$", re.IGNORECASE)
 
-VERDICT_TEXT = {
-    "fits": "Fits",
-    "partial_offload": "Partial offload",
-    "wont_fit": "Won't fit",
-    "unknown": "Unknown",
+# What a verdict looks like: its words and its colour (the badge and the Server page's fit bar).
+VERDICT_LOOKS: dict[ShownVerdict, tuple[str, str]] = {
+    "fits": ("Fits", GOOD),
+    "partial_offload": ("Partial offload", WARN),
+    "wont_fit": ("Won't fit", BAD),
+    "unknown": ("Unknown", IDLE),
 }
-VERDICT_COLOUR = {"fits": GOOD, "partial_offload": WARN, "wont_fit": BAD, "unknown": IDLE}
 
 
 @dataclass(frozen=True)
 class FitVerdict:
-    verdict: str  # fits, partial_offload, wont_fit or unknown
+    verdict: ShownVerdict
     message: str
 
 
@@ -45,21 +48,9 @@ def remote_fits(
     limit: int = 24,
 ) -> dict[str, FitVerdict]:
     """Fit verdicts for GGUF files of a Hub repo (blocking: run it in a worker)."""
-    from backend.fit.fit_estimate import FitSettings, estimate_fit
-    from backend.fit.memory_probe import probe_memory
     from backend.hub.hub_search import remote_gguf_header
 
     memory = probe_memory()
-    settings = FitSettings(
-        n_ctx=knobs.ctx_size,
-        n_parallel=knobs.parallel,
-        cache_type_k=knobs.cache_type_k,
-        cache_type_v=knobs.cache_type_v,
-        n_gpu_layers=knobs.gpu_layers,
-        n_batch=knobs.batch_size,
-        n_ubatch=knobs.ubatch_size,
-        flash_attn=knobs.flash_attn,
-    )
     out: dict[str, FitVerdict] = {}
     for name in filenames[:limit]:
         split = _SPLIT_PART.search(name)
@@ -67,7 +58,7 @@ def remote_fits(
             continue  # judged with its first part
         try:
             header = remote_gguf_header(repo_id, name, revision=revision)
-            est = estimate_fit(header, settings, memory)
+            est = estimate_fit(header, knobs, memory)
             message = est.message
             if split:
                 message += " (first part of a split model only)"
@@ -83,13 +74,13 @@ class FitBadge(QLabel):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setAlignment(Qt.AlignmentFlag.AlignCenter)
-        self.verdict = "unknown"
+        self.verdict: ShownVerdict = "unknown"
         self.set_verdict(FitVerdict("unknown", "checking…"))
 
     def set_verdict(self, fit: FitVerdict) -> None:
         self.verdict = fit.verdict
-        colour = VERDICT_COLOUR.get(fit.verdict, IDLE)
-        self.setText(VERDICT_TEXT.get(fit.verdict, fit.verdict))
+        text, colour = VERDICT_LOOKS[fit.verdict]
+        self.setText(text)
         self.setToolTip(fit.message)
         self.setStyleSheet(
             f"QLabel {{ color: {colour}; border: 1px solid {colour}; border-radius: 9px;"

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
-
 from PySide6.QtCore import QRectF, Qt
 from PySide6.QtGui import QColor, QPainter, QPaintEvent
 from PySide6.QtWidgets import QGridLayout, QLabel, QWidget
 
 from app.fit_adapter import FitView
-from app.theme import BAD, GOOD, IDLE, WARN, human_bytes
+from app.theme import BAD, GOOD, WARN, human_bytes
+from app.widgets.fit_badge import VERDICT_LOOKS
 
 
 class _Meter(QWidget):
@@ -46,13 +45,6 @@ class _Meter(QWidget):
 class FitBar(QWidget):
     """Shows a :class:`FitView`."""
 
-    BADGES: ClassVar[dict[str, tuple[str, str]]] = {
-        "fits": ("Fits", GOOD),
-        "partial": ("Partial offload", WARN),
-        "wont_fit": ("Won't fit", BAD),
-        "unknown": ("Unknown", IDLE),
-    }
-
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         grid = QGridLayout(self)
@@ -86,7 +78,7 @@ class FitBar(QWidget):
 
     def set_view(self, view: FitView) -> None:
         self.view = view
-        text, colour = self.BADGES.get(view.verdict, self.BADGES["unknown"])
+        text, colour = VERDICT_LOOKS[view.verdict]
         self.badge.setText(text)
         c = QColor(colour)
         rgb = f"{c.red()},{c.green()},{c.blue()}"

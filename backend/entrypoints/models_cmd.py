@@ -11,9 +11,8 @@ from typing import Any
 
 from backend.entrypoints.progress_bar import TerminalProgressBar, human_bytes
 from backend.entrypoints.quantize_cmd import positive_int
-from backend.fit.fit_estimate import FitEstimate, FitSettings, estimate_fit
+from backend.fit.fit_estimate import FitEstimate, estimate_fit
 from backend.fit.memory_probe import probe_memory
-from backend.gguf_file.ggml_types import CACHE_TYPES
 from backend.gguf_file.gguf_header import read_gguf_header
 from backend.hub.download_manager import DownloadManager, DownloadProgress
 from backend.hub.hub_search import (
@@ -24,7 +23,8 @@ from backend.hub.hub_search import (
 )
 from backend.hub.hub_settings import HubSettings
 from backend.hub.library import ModelLibrary
-from backend.settings.engine_settings import EngineSettings
+from backend.settings.engine_settings import EngineSettings, ServingKnobs
+from backend.settings.flags import add_settings_flags, settings_from_args
 
 
 def _settings(args: argparse.Namespace) -> HubSettings:
@@ -206,27 +206,6 @@ def _cmd_rm(args: argparse.Namespace) -> int:
 WONT_FIT_EXIT = 4
 
 
-def fit_settings_from_args(args: argparse.Namespace) -> FitSettings:
-    """Engine defaults (and QUANTDESK_* environment), overridden by the flags given."""
-    engine = EngineSettings.model_validate({})
-
-    def pick(name: str, default: Any) -> Any:
-        value = getattr(args, name, None)
-        return default if value is None else value
-
-    return FitSettings(
-        n_ctx=pick("ctx_size", engine.ctx_size),
-        n_parallel=pick("parallel", engine.parallel),
-        prefix_cache_entries=engine.prefix_cache_entries,
-        cache_type_k=pick("cache_type_k", engine.cache_type_k),
-        cache_type_v=pick("cache_type_v", engine.cache_type_v),
-        n_gpu_layers=pick("gpu_layers", engine.gpu_layers),
-        n_batch=pick("batch_size", engine.batch_size),
-        n_ubatch=pick("ubatch_size", engine.ubatch_size),
-        flash_attn=pick("flash_attn", engine.flash_attn),
-    )
-
-
 def _print_fit(est: FitEstimate) -> None:
     _out(f"model:   {est.model} ({est.architecture}, {est.n_layer} layers)")
     _out(
@@ -261,7 +240,8 @@ def _print_fit(est: FitEstimate) -> None:
 def _cmd_fit(args: argparse.Namespace) -> int:
     path = ModelLibrary(_settings(args)).resolve(args.model)
     header = read_gguf_header(path)
-    estimate = estimate_fit(header, fit_settings_from_args(args), probe_memory())
+    knobs = settings_from_args(EngineSettings, args)  # QUANTDESK_* environment, then the flags
+    estimate = estimate_fit(header, knobs, probe_memory())
     if args.json:
         _emit_json(estimate.to_dict())
     else:
@@ -340,39 +320,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "Flags not given take the serve defaults.",
     )
     p.add_argument("model", help="a GGUF path, a library name, or 'default'")
-    p.add_argument(
-        "-c", "--ctx-size", dest="ctx_size", type=positive_int, help="context size in tokens"
-    )
-    p.add_argument("-np", "--parallel", type=positive_int, help="parallel sequences (server slots)")
-    p.add_argument(
-        "-ctk", "--cache-type-k", dest="cache_type_k", choices=CACHE_TYPES, help="K cache type"
-    )
-    p.add_argument(
-        "-ctv", "--cache-type-v", dest="cache_type_v", choices=CACHE_TYPES, help="V cache type"
-    )
-    p.add_argument(
-        "-ngl",
-        "--gpu-layers",
-        dest="gpu_layers",
-        type=int,
-        help="layers offloaded to the GPU (-1: all)",
-    )
-    p.add_argument(
-        "-b", "--batch-size", dest="batch_size", type=positive_int, help="logical batch size"
-    )
-    p.add_argument(
-        "-ub",
-        "--ubatch-size",
-        dest="ubatch_size",
-        type=positive_int,
-        help="physical batch size",
-    )
-    p.add_argument(
-        "-fa",
-        "--flash-attn",
-        dest="flash_attn",
-        choices=["auto", "on", "off"],
-        help="flash attention",
-    )
+    # serve's own flags, but for the model (an argument here) and threads (no memory)
+    add_settings_flags(p, ServingKnobs, skip=("model", "threads"))
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(handler=_cmd_fit)

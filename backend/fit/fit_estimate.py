@@ -22,14 +22,16 @@ sizes llama.cpp reports (see ``tests/hub/test_fit_estimate.py``).
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from backend.core.units import human_bytes
-from backend.fit.errors import FitError
+from backend.fit.fit_settings import FitSettings
 from backend.fit.memory_probe import AvailableMemory
-from backend.gguf_file.ggml_types import CACHE_TYPES, GGMLType, cache_type
-from backend.gguf_file.gguf_header import ArrayInfo, GGUFHeader
+from backend.fit.model_shape import ModelShape
+from backend.gguf_file.ggml_types import GGMLType, cache_type
+from backend.gguf_file.gguf_header import GGUFHeader
+from backend.settings.engine_settings import CacheType, ServingKnobs
 
 MiB = 1 << 20
 KV_PAD = 256
@@ -39,172 +41,6 @@ GPU_RESERVE_BYTES = 512 * MiB
 RAM_RESERVE_BYTES = 256 * MiB
 
 Verdict = Literal["fits", "partial_offload", "wont_fit"]
-
-# Architectures with interleaved sliding-window attention: (pattern, dense_first),
-# as in llama.cpp's load_swa_pattern() calls; a layer is SWA when
-# dense_first: il % p != 0, else il % p < p - 1.
-_SWA_PATTERNS: dict[str, tuple[int, bool]] = {
-    "gemma2": (2, False),
-    "gemma3": (6, False),
-    "gemma3n": (5, False),
-    "cohere2": (4, False),
-    "cohere2moe": (4, True),
-    "exaone4": (4, False),
-    "exaone-moe": (4, False),
-    "olmo2": (4, False),
-    "gpt-oss": (2, False),
-    "llama4": (4, False),
-    "mellum": (4, False),
-    "afmoe": (4, False),
-    "smallthinker": (4, True),
-    "plamo3": (8, False),
-    "laguna": (4, True),
-}
-# Defaults llama.cpp uses when the GGUF has no sliding_window key.
-_SWA_DEFAULT_WINDOW = {"gemma2": 4096, "llama4": 8192, "exaone4": 4096}
-
-
-@dataclass(frozen=True)
-class FitSettings:
-    """The serving settings that change memory use (llama-server names in comments)."""
-
-    n_ctx: int = 4096  # -c: total KV cells (unified: shared by all sequences)
-    n_parallel: int = 4  # -np
-    prefix_cache_entries: int = 8  # extra sequences kept for prefix reuse
-    cache_type_k: str = "f16"  # -ctk
-    cache_type_v: str = "f16"  # -ctv
-    n_gpu_layers: int = -1  # -ngl: -1 = all layers and the output layer
-    n_batch: int = 512  # -b
-    n_ubatch: int = 512  # -ub
-    flash_attn: str = "auto"  # -fa: auto, on, off
-    kv_unified: bool = True
-    swa_full: bool = True  # llama.cpp's context default: full-size SWA cache
-
-    @property
-    def n_seq_max(self) -> int:
-        return max(1, self.n_parallel + self.prefix_cache_entries)
-
-    def validate(self) -> None:
-        for name in ("cache_type_k", "cache_type_v"):
-            if getattr(self, name).lower() not in CACHE_TYPES:
-                raise FitError(f"{name} must be one of {', '.join(CACHE_TYPES)}")
-        if self.n_ctx < 1 or self.n_batch < 1 or self.n_ubatch < 1 or self.n_parallel < 1:
-            raise FitError("n_ctx, n_batch, n_ubatch and n_parallel must be positive")
-        if self.flash_attn not in ("auto", "on", "off"):
-            raise FitError("flash_attn must be auto, on or off")
-        if self.cache_type_v.lower() not in ("f16", "f32", "bf16") and self.flash_attn == "off":
-            raise FitError("a quantised V cache needs flash attention (-fa on or auto)")
-
-
-@dataclass(frozen=True)
-class ModelShape:
-    """What the estimate needs from a GGUF header."""
-
-    architecture: str
-    n_layer: int
-    n_embd: int
-    n_vocab: int
-    n_head: list[int]
-    n_head_kv: list[int]
-    head_dim_k: list[int]
-    head_dim_v: list[int]
-    n_ff: int
-    is_swa: list[bool]
-    n_swa: int
-    layer_bytes: list[int]
-    other_bytes: int
-    output_bytes: int
-    input_bytes: int
-    tied_output_bytes: int  # a GPU copy of token_embd when the output layer reuses it
-
-    @classmethod
-    def from_header(cls, header: GGUFHeader) -> ModelShape:
-        n_layer = header.block_count
-        if n_layer <= 0:
-            raise FitError(
-                f"{header.path.name}: no {header.architecture}.block_count in the header"
-            )
-        n_embd = header.embedding_length
-        n_head = header.per_layer("attention.head_count", n_layer)
-        n_head_kv_raw = header.arch_get("attention.head_count_kv")
-        n_head_kv = (
-            header.per_layer("attention.head_count_kv", n_layer)
-            if n_head_kv_raw is not None
-            else list(n_head)
-        )
-        head0 = max(n_head) or 1
-        dk_full = header.arch_count("attention.key_length") or n_embd // head0
-        dv_full = header.arch_count("attention.value_length") or n_embd // head0
-        dk_swa = header.arch_count("attention.key_length_swa") or dk_full
-        dv_swa = header.arch_count("attention.value_length_swa") or dv_full
-        is_swa, n_swa = _swa_layers(header, n_layer)
-        head_dim_k = [dk_swa if s else dk_full for s in is_swa]
-        head_dim_v = [dv_swa if s else dv_full for s in is_swa]
-        n_vocab = _vocab_size(header)
-        n_ff = max(header.per_layer("feed_forward_length", n_layer), default=0)
-        n_expert_used = header.arch_count("expert_used_count")
-        n_ff_exp = header.arch_count("expert_feed_forward_length")
-        if n_expert_used and n_ff_exp:
-            n_ff = max(n_ff, n_expert_used * n_ff_exp)
-        layer_bytes, other = header.layer_bytes()
-        out = header.tensor("output.weight")
-        norm = header.tensor("output_norm.weight")
-        emb = header.tensor("token_embd.weight")
-        output_bytes = (out.n_bytes if out else 0) + (norm.n_bytes if norm else 0)
-        input_bytes = other - output_bytes
-        tied = emb.n_bytes if emb is not None and out is None else 0
-        return cls(
-            architecture=header.architecture,
-            n_layer=n_layer,
-            n_embd=n_embd,
-            n_vocab=n_vocab or (emb.shape[1] if emb and len(emb.shape) > 1 else 0),
-            n_head=n_head,
-            n_head_kv=n_head_kv,
-            head_dim_k=head_dim_k,
-            head_dim_v=head_dim_v,
-            n_ff=n_ff,
-            is_swa=is_swa,
-            n_swa=n_swa,
-            layer_bytes=layer_bytes,
-            other_bytes=other,
-            output_bytes=output_bytes,
-            input_bytes=input_bytes,
-            tied_output_bytes=tied,
-        )
-
-
-def _vocab_size(header: GGUFHeader) -> int:
-    value = header.arch_count("vocab_size")
-    if value:
-        return value
-    tokens = header.get("tokenizer.ggml.tokens")
-    if isinstance(tokens, ArrayInfo):
-        return tokens.length
-    if isinstance(tokens, list):
-        return len(tokens)
-    return 0
-
-
-def _swa_layers(header: GGUFHeader, n_layer: int) -> tuple[list[bool], int]:
-    arch = header.architecture
-    n_swa = header.arch_count("attention.sliding_window")
-    if arch not in _SWA_PATTERNS:
-        return [False] * n_layer, 0
-    if not n_swa:
-        n_swa = _SWA_DEFAULT_WINDOW.get(arch, 0)
-    if not n_swa:
-        return [False] * n_layer, 0
-    pattern_value = header.arch_get("attention.sliding_window_pattern")
-    if isinstance(pattern_value, list) and len(pattern_value) >= n_layer:
-        return [bool(v) for v in pattern_value[:n_layer]], n_swa
-    n_pattern, dense_first = _SWA_PATTERNS[arch]
-    if isinstance(pattern_value, int):
-        n_pattern = header.arch_count("attention.sliding_window_pattern")
-    if n_pattern == 0:
-        return [True] * n_layer, n_swa
-    if dense_first:
-        return [il % n_pattern != 0 for il in range(n_layer)], n_swa
-    return [il % n_pattern < n_pattern - 1 for il in range(n_layer)], n_swa
 
 
 def _pad(value: int, to: int) -> int:
@@ -238,15 +74,15 @@ def flash_attention_enabled(settings: FitSettings) -> bool:
 
 def kv_cache_layout(shape: ModelShape, settings: FitSettings) -> KvLayout:
     """Exact KV-cache bytes per layer for these settings (as llama_kv_cache allocates them)."""
-    settings.validate()
+    settings.check()
     type_k: GGMLType = cache_type(settings.cache_type_k)
     type_v: GGMLType = cache_type(settings.cache_type_v)
     n_seq = settings.n_seq_max
-    n_ctx = _pad(settings.n_ctx, KV_PAD)
+    n_ctx = _pad(settings.ctx_size, KV_PAD)
     cells = n_ctx if settings.kv_unified else _pad(n_ctx // n_seq, KV_PAD) * n_seq
     swa_cells = cells
     if any(shape.is_swa) and not settings.swa_full:
-        n_ubatch = min(settings.n_ubatch, settings.n_batch)
+        n_ubatch = min(settings.ubatch_size, settings.batch_size)
         per = n_seq if settings.kv_unified else 1
         swa_cells = _pad(min(cells, shape.n_swa * per + n_ubatch), KV_PAD)
     v_trans = not flash_attention_enabled(settings)
@@ -277,8 +113,8 @@ def compute_buffer_bytes(shape: ModelShape, settings: FitSettings, layout: KvLay
     gemma2 (sliding-window) model; see tests/hub/test_fit_estimate.py.
     """
     f32 = 4
-    n_tokens = min(_pad(settings.n_ctx, KV_PAD), settings.n_ubatch, settings.n_batch)
-    n_outputs = min(n_tokens, settings.n_batch)
+    n_tokens = min(_pad(settings.ctx_size, KV_PAD), settings.ubatch_size, settings.batch_size)
+    n_outputs = min(n_tokens, settings.batch_size)
     n_head = max(shape.n_head) if shape.n_head else 1
     head_dim = max(shape.head_dim_k) if shape.head_dim_k else 0
     hidden = shape.n_embd * n_tokens * f32
@@ -318,8 +154,8 @@ class FitEstimate:
     n_ctx: int
     kv_cells: int
     swa_cells: int
-    cache_type_k: str
-    cache_type_v: str
+    cache_type_k: CacheType
+    cache_type_v: CacheType
     flash_attn: bool
     n_gpu_layers: int
     weights_bytes: int
@@ -341,7 +177,7 @@ class FitEstimate:
     message: str
     suggested_gpu_layers: int | None = None
     suggested_n_ctx: int | None = None
-    suggested_cache_type: str | None = None
+    suggested_cache_type: CacheType | None = None
     ram_free_bytes: int | None = None
     vram_free_bytes: int | None = None
     gpus: list[GpuShare] = field(default_factory=list)
@@ -375,7 +211,7 @@ class _Needs:
 def _needs(shape: ModelShape, settings: FitSettings, has_gpu: bool) -> _Needs:
     layout = kv_cache_layout(shape, settings)
     n_layer = shape.n_layer
-    ngl = settings.n_gpu_layers if settings.n_gpu_layers >= 0 else n_layer + 1
+    ngl = settings.gpu_layers if settings.gpu_layers >= 0 else n_layer + 1
     ngl = min(ngl, n_layer + 1) if has_gpu else 0
     first_gpu = n_layer + 1 - ngl
     on_gpu = [il >= first_gpu for il in range(n_layer + 1)]  # index n_layer = output layer
@@ -396,7 +232,7 @@ def _needs(shape: ModelShape, settings: FitSettings, has_gpu: bool) -> _Needs:
     else:
         # the GPU holds the working set; the host keeps inputs, logits and, when only
         # some layers are offloaded, a working set of its own
-        n_tokens = min(settings.n_ubatch, settings.n_batch)
+        n_tokens = min(settings.ubatch_size, settings.batch_size)
         host = shape.n_embd * n_tokens * 4 * 2
         compute_gpu = compute
         compute_cpu = output + (host if all(on_gpu) else compute)
@@ -414,19 +250,19 @@ def _needs(shape: ModelShape, settings: FitSettings, has_gpu: bool) -> _Needs:
 
 def _fits(needs: _Needs, memory: AvailableMemory) -> bool:
     ram_budget = memory.ram_free_bytes - RAM_RESERVE_BYTES
-    vram_budget = sum(max(0, g.free_bytes - GPU_RESERVE_BYTES) for g in memory.gpus)
+    vram_budget = sum(max(0, g.vram_free_bytes - GPU_RESERVE_BYTES) for g in memory.gpus)
     return needs.cpu <= ram_budget and needs.gpu <= vram_budget
 
 
 def _gpu_shares(gpu_bytes: int, memory: AvailableMemory) -> list[GpuShare]:
     """Layers are split across GPUs in proportion to their free memory (llama.cpp default)."""
-    total_free = sum(g.free_bytes for g in memory.gpus)
+    total_free = sum(g.vram_free_bytes for g in memory.gpus)
     return [
         GpuShare(
             g.index,
             g.name,
-            gpu_bytes * g.free_bytes // total_free if total_free else 0,
-            g.free_bytes,
+            gpu_bytes * g.vram_free_bytes // total_free if total_free else 0,
+            g.vram_free_bytes,
         )
         for g in memory.gpus
     ]
@@ -435,12 +271,14 @@ def _gpu_shares(gpu_bytes: int, memory: AvailableMemory) -> list[GpuShare]:
 def _largest_fitting_ctx(
     shape: ModelShape, settings: FitSettings, memory: AvailableMemory, has_gpu: bool
 ) -> int | None:
-    lo, hi = 1, _pad(settings.n_ctx, KV_PAD) // KV_PAD
-    if not _fits(_needs(shape, replace(settings, n_ctx=KV_PAD), has_gpu), memory):
+    lo, hi = 1, _pad(settings.ctx_size, KV_PAD) // KV_PAD
+    if not _fits(_needs(shape, settings.model_copy(update={"ctx_size": KV_PAD}), has_gpu), memory):
         return None
     while lo < hi:  # largest multiple of 256 that fits
         mid = (lo + hi + 1) // 2
-        if _fits(_needs(shape, replace(settings, n_ctx=mid * KV_PAD), has_gpu), memory):
+        if _fits(
+            _needs(shape, settings.model_copy(update={"ctx_size": mid * KV_PAD}), has_gpu), memory
+        ):
             lo = mid
         else:
             hi = mid - 1
@@ -448,22 +286,23 @@ def _largest_fitting_ctx(
 
 
 def estimate_fit(
-    header: GGUFHeader, settings: FitSettings | None = None, memory: AvailableMemory | None = None
+    header: GGUFHeader, knobs: ServingKnobs | None = None, memory: AvailableMemory | None = None
 ) -> FitEstimate:
-    """Memory needs of ``header``'s model with ``settings``, judged against ``memory``.
+    """Memory needs of ``header``'s model with ``knobs``, judged against ``memory``.
 
-    ``memory=None`` judges against unlimited RAM and no GPU (a pure size estimate).
+    ``knobs`` may be any serving knobs (serve's settings, the GUI's); ``None`` is serve's
+    defaults. ``memory=None`` judges against unlimited RAM and no GPU (a pure size estimate).
     """
-    settings = settings or FitSettings()
-    settings.validate()
+    settings = FitSettings.of(knobs) if knobs is not None else FitSettings()
+    settings.check()
     shape = ModelShape.from_header(header)
     if memory is None:
         memory = AvailableMemory(ram_free_bytes=1 << 62, ram_total_bytes=1 << 62, gpu_note="no GPU")
-    has_gpu = bool(memory.gpus) and settings.n_gpu_layers != 0
+    has_gpu = bool(memory.gpus) and settings.gpu_layers != 0
     needs = _needs(shape, settings, has_gpu)
     verdict: Verdict
     suggested_layers = suggested_ctx = None
-    suggested_cache: str | None = None
+    suggested_cache: CacheType | None = None
     if _fits(needs, memory):
         verdict = "fits"
         where = (
@@ -476,7 +315,7 @@ def estimate_fit(
         verdict, message = "wont_fit", "does not fit in free memory"
         if has_gpu:
             for ngl in range(shape.n_layer, -1, -1):
-                trial = _needs(shape, replace(settings, n_gpu_layers=ngl), has_gpu)
+                trial = _needs(shape, settings.model_copy(update={"gpu_layers": ngl}), has_gpu)
                 if _fits(trial, memory):
                     verdict, suggested_layers = "partial_offload", ngl
                     message = (
@@ -488,12 +327,14 @@ def estimate_fit(
                     break
         if verdict == "wont_fit":
             suggested_ctx = _largest_fitting_ctx(shape, settings, memory, has_gpu)
+            cache: CacheType
             for cache in ("q8_0", "q4_0"):
-                trial_settings = replace(
-                    settings,
-                    cache_type_k=cache,
-                    cache_type_v=cache,
-                    flash_attn="on" if settings.flash_attn == "off" else settings.flash_attn,
+                trial_settings = settings.model_copy(
+                    update={
+                        "cache_type_k": cache,
+                        "cache_type_v": cache,
+                        "flash_attn": "on" if settings.flash_attn == "off" else settings.flash_attn,
+                    }
                 )
                 if _fits(_needs(shape, trial_settings, has_gpu), memory):
                     suggested_cache = cache
@@ -528,7 +369,7 @@ def estimate_fit(
         model=str(header.path),
         architecture=shape.architecture,
         n_layer=shape.n_layer,
-        n_ctx=settings.n_ctx,
+        n_ctx=settings.ctx_size,
         kv_cells=needs.layout.cells,
         swa_cells=needs.layout.swa_cells,
         cache_type_k=settings.cache_type_k,

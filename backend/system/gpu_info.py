@@ -1,4 +1,8 @@
-"""VRAM per NVIDIA GPU through NVML; without a GPU, say so plainly instead of failing."""
+"""VRAM per NVIDIA GPU through NVML: the one GPU probe, for the dashboard and the fit verdict.
+
+Without an NVIDIA GPU or driver the list is empty and a note says why; nothing here
+ever raises for a missing GPU.
+"""
 
 from __future__ import annotations
 
@@ -29,17 +33,21 @@ class GpuInfo:
 
 
 def _init_nvml() -> bool:
+    """Initialise NVML once per process; later calls give the first answer."""
     with _lock:
         if _nvml_state["tried"]:
             return bool(_nvml_state["ok"])
         _nvml_state["tried"] = True
         try:
             import pynvml
-
+        except ImportError:
+            _nvml_state["note"] = "no GPU: nvidia-ml-py is not installed"
+            return False
+        try:
             pynvml.nvmlInit()
             _nvml_state["ok"] = True
-        except Exception as exc:  # NVML missing or no driver: a normal CPU-only machine
-            _nvml_state["note"] = f"no NVIDIA GPU detected ({type(exc).__name__})"
+        except Exception as exc:  # NVMLError_LibraryNotFound, DriverNotLoaded: a CPU-only machine
+            _nvml_state["note"] = f"no GPU: NVIDIA driver not available ({exc})"
             log.debug("NVML unavailable: %s", exc)
         return bool(_nvml_state["ok"])
 
@@ -54,13 +62,14 @@ def gpu_snapshot() -> tuple[list[GpuInfo], str | None]:
     try:
         for index in range(pynvml.nvmlDeviceGetCount()):
             handle = pynvml.nvmlDeviceGetHandleByIndex(index)
-            mem = pynvml.nvmlDeviceGetMemoryInfo(handle)
+            mem = pynvml.nvmlDeviceGetMemoryInfo(handle)  # v1: total = free + used
             name = pynvml.nvmlDeviceGetName(handle)
             if isinstance(name, bytes):
                 name = name.decode(errors="replace")
             gpus.append(GpuInfo(index, str(name), int(mem.used), int(mem.total)))
     except Exception as exc:
-        return gpus, f"NVML error: {exc}"
+        log.debug("NVML query failed", exc_info=True)
+        return gpus, f"NVML query failed ({exc})"
     if not gpus:
-        return [], "no NVIDIA GPU detected"
+        return [], "no GPU: the NVIDIA driver reports no devices"
     return gpus, None

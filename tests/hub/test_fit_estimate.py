@@ -14,14 +14,18 @@ from __future__ import annotations
 import ctypes
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from backend.fit.fit_estimate import FitSettings, estimate_fit
-from backend.fit.memory_probe import AvailableMemory, GpuMemory, probe_memory
+from backend.fit.errors import FitError
+from backend.fit.fit_estimate import estimate_fit
+from backend.fit.fit_settings import FitSettings
+from backend.fit.memory_probe import AvailableMemory, probe_memory
 from backend.gguf_file.gguf_header import read_gguf_header
+from backend.settings.engine_settings import EngineSettings
+from backend.system.gpu_info import GpuInfo
 from tests.hub.gguf_writer import tiny_gemma2, tiny_llama
 
 llama_cpp = pytest.importorskip("llama_cpp")
@@ -69,7 +73,7 @@ class LlamaCppProbe:
     def measure(self, s: FitSettings) -> Reported:
         self.lines.clear()
         cp = llama_cpp.llama_context_default_params()
-        cp.n_ctx, cp.n_batch, cp.n_ubatch = s.n_ctx, s.n_batch, s.n_ubatch
+        cp.n_ctx, cp.n_batch, cp.n_ubatch = s.ctx_size, s.batch_size, s.ubatch_size
         cp.n_seq_max = s.n_seq_max
         cp.type_k, cp.type_v = GGML_TYPES[s.cache_type_k], GGML_TYPES[s.cache_type_v]
         cp.flash_attn_type = FLASH[s.flash_attn]
@@ -136,21 +140,27 @@ def _check(estimate_path: Path, probe: LlamaCppProbe, settings: FitSettings) -> 
 
 
 SMOLLM2_SETTINGS = [
-    FitSettings(n_ctx=512),
-    FitSettings(n_ctx=4096, n_parallel=1, prefix_cache_entries=0),
-    FitSettings(n_ctx=8192, flash_attn="off"),
-    FitSettings(n_ctx=16384, flash_attn="off", n_parallel=8),
-    FitSettings(n_ctx=3000, cache_type_k="q8_0", cache_type_v="q8_0"),
-    FitSettings(n_ctx=4096, cache_type_k="q4_0", cache_type_v="q4_0", flash_attn="on"),
-    FitSettings(n_ctx=4096, cache_type_k="q8_0", cache_type_v="f16", n_ubatch=128, n_batch=256),
-    FitSettings(n_ctx=32768, n_ubatch=256, n_batch=2048),
+    FitSettings(ctx_size=512),
+    FitSettings(ctx_size=4096, parallel=1, prefix_cache_entries=0),
+    FitSettings(ctx_size=8192, flash_attn="off"),
+    FitSettings(ctx_size=16384, flash_attn="off", parallel=8),
+    FitSettings(ctx_size=3000, cache_type_k="q8_0", cache_type_v="q8_0"),
+    FitSettings(ctx_size=4096, cache_type_k="q4_0", cache_type_v="q4_0", flash_attn="on"),
+    FitSettings(
+        ctx_size=4096, cache_type_k="q8_0", cache_type_v="f16", ubatch_size=128, batch_size=256
+    ),
+    FitSettings(ctx_size=32768, ubatch_size=256, batch_size=2048),
+    FitSettings(ctx_size=4096, parallel=4, kv_per_slot=True),  # a KV stream per slot
 ]
 
 
 @pytest.mark.parametrize(
     "settings",
     SMOLLM2_SETTINGS,
-    ids=lambda s: f"c{s.n_ctx}-{s.cache_type_k}-{s.cache_type_v}-fa{s.flash_attn}-ub{s.n_ubatch}",
+    ids=lambda s: (
+        f"c{s.ctx_size}-{s.cache_type_k}-{s.cache_type_v}-fa{s.flash_attn}-ub{s.ubatch_size}"
+        f"-perslot{s.kv_per_slot}"
+    ),
 )
 def test_smollm2_estimate_matches_llama_cpp(
     smollm2_path: Path, smollm2_probe: LlamaCppProbe, settings: FitSettings
@@ -159,11 +169,13 @@ def test_smollm2_estimate_matches_llama_cpp(
 
 
 GEMMA2_SETTINGS = [
-    FitSettings(n_ctx=4096, swa_full=False),
-    FitSettings(n_ctx=4096, swa_full=True),
-    FitSettings(n_ctx=16384, swa_full=False, flash_attn="off"),
-    FitSettings(n_ctx=8192, swa_full=False, n_parallel=1, prefix_cache_entries=0),
-    FitSettings(n_ctx=8192, swa_full=False, n_ubatch=128, cache_type_k="q8_0", cache_type_v="q8_0"),
+    FitSettings(ctx_size=4096, swa_full=False),
+    FitSettings(ctx_size=4096, swa_full=True),
+    FitSettings(ctx_size=16384, swa_full=False, flash_attn="off"),
+    FitSettings(ctx_size=8192, swa_full=False, parallel=1, prefix_cache_entries=0),
+    FitSettings(
+        ctx_size=8192, swa_full=False, ubatch_size=128, cache_type_k="q8_0", cache_type_v="q8_0"
+    ),
 ]
 
 
@@ -171,8 +183,8 @@ GEMMA2_SETTINGS = [
     "settings",
     GEMMA2_SETTINGS,
     ids=lambda s: (
-        f"c{s.n_ctx}-swafull{s.swa_full}"
-        f"-np{s.n_parallel}-fa{s.flash_attn}-ub{s.n_ubatch}-{s.cache_type_k}"
+        f"c{s.ctx_size}-swafull{s.swa_full}"
+        f"-np{s.parallel}-fa{s.flash_attn}-ub{s.ubatch_size}-{s.cache_type_k}"
     ),
 )
 def test_sliding_window_model_matches_llama_cpp(
@@ -195,18 +207,18 @@ def wide_llama_probe(wide_llama_path: Path) -> Iterator[LlamaCppProbe]:
 
 
 WIDE_LLAMA_SETTINGS = [
-    FitSettings(n_ctx=4096),
-    FitSettings(n_ctx=16384, flash_attn="off"),
-    FitSettings(n_ctx=1024, flash_attn="off"),
-    FitSettings(n_ctx=2048, cache_type_k="q8_0", cache_type_v="q8_0"),
-    FitSettings(n_ctx=8192, cache_type_k="q4_0", cache_type_v="q4_0", n_parallel=1),
+    FitSettings(ctx_size=4096),
+    FitSettings(ctx_size=16384, flash_attn="off"),
+    FitSettings(ctx_size=1024, flash_attn="off"),
+    FitSettings(ctx_size=2048, cache_type_k="q8_0", cache_type_v="q8_0"),
+    FitSettings(ctx_size=8192, cache_type_k="q4_0", cache_type_v="q4_0", parallel=1),
 ]
 
 
 @pytest.mark.parametrize(
     "settings",
     WIDE_LLAMA_SETTINGS,
-    ids=lambda s: f"c{s.n_ctx}-fa{s.flash_attn}-{s.cache_type_k}-np{s.n_parallel}",
+    ids=lambda s: f"c{s.ctx_size}-fa{s.flash_attn}-{s.cache_type_k}-np{s.parallel}",
 )
 def test_wide_attention_model_matches_llama_cpp(
     wide_llama_path: Path, wide_llama_probe: LlamaCppProbe, settings: FitSettings
@@ -214,10 +226,29 @@ def test_wide_attention_model_matches_llama_cpp(
     _check(wide_llama_path, wide_llama_probe, settings)
 
 
+def test_serve_settings_are_estimated_as_serve_runs_them(smollm2_path: Path) -> None:
+    """serve's settings go to the estimate as they are: same numbers as the FitSettings."""
+    header = read_gguf_header(smollm2_path)
+    knobs = {"ctx_size": 2048, "parallel": 2, "cache_type_k": "q8_0", "gpu_layers": 0}
+    serve = EngineSettings.model_validate({**knobs, "model_alias": "x", "max_queue": 3})
+    assert estimate_fit(header, serve) == estimate_fit(header, FitSettings.model_validate(knobs))
+    # a KV stream per slot: parallel sequences only, the idle slots being the prefix cache
+    per_slot = serve.model_copy(update={"kv_per_slot": True})
+    assert FitSettings.of(per_slot).n_seq_max == 2 and not FitSettings.of(per_slot).kv_unified
+    assert estimate_fit(header, per_slot).kv_cells == 2048
+
+
+def test_quantised_v_without_flash_attention_is_refused(smollm2_path: Path) -> None:
+    header = read_gguf_header(smollm2_path)
+    with pytest.raises(FitError, match="flash attention"):
+        estimate_fit(header, FitSettings(cache_type_v="q8_0", flash_attn="off"))
+    assert estimate_fit(header, FitSettings(cache_type_v="q8_0", flash_attn="auto")).kv_v_bytes
+
+
 def test_sliding_window_layers_are_smaller(gemma2_path: Path) -> None:
     header = read_gguf_header(gemma2_path)
-    small = estimate_fit(header, FitSettings(n_ctx=32768, swa_full=False))
-    full = estimate_fit(header, FitSettings(n_ctx=32768, swa_full=True))
+    small = estimate_fit(header, FitSettings(ctx_size=32768, swa_full=False))
+    full = estimate_fit(header, FitSettings(ctx_size=32768, swa_full=True))
     assert small.swa_cells < small.kv_cells == full.swa_cells == 32768
     assert small.kv_bytes < full.kv_bytes
 
@@ -227,7 +258,7 @@ def _gpu(free_mib: int) -> AvailableMemory:
     return AvailableMemory(
         ram_free_bytes=64 << 30,
         ram_total_bytes=64 << 30,
-        gpus=[GpuMemory(0, "Test GPU", free_mib * MiB, 80 << 30)],
+        gpus=[GpuInfo(0, "Test GPU", (80 << 30) - free_mib * MiB, 80 << 30)],
     )
 
 
@@ -235,7 +266,7 @@ def test_verdict_fits_on_gpu_and_splits_layers(smollm2_path: Path) -> None:
     header = read_gguf_header(smollm2_path)
     embeddings = header.tensor("token_embd.weight")
     assert embeddings is not None and header.tensor("output.weight") is None  # tied output
-    est = estimate_fit(header, FitSettings(n_ctx=4096), _gpu(80_000))
+    est = estimate_fit(header, FitSettings(ctx_size=4096), _gpu(80_000))
     assert est.verdict == "fits" and est.n_gpu_layers == est.n_layer + 1
     # token_embd stays on the CPU (input layer) and is copied to the GPU for the output layer
     assert est.weights_cpu_bytes == embeddings.n_bytes
@@ -243,7 +274,7 @@ def test_verdict_fits_on_gpu_and_splits_layers(smollm2_path: Path) -> None:
     assert est.kv_gpu_bytes == est.kv_bytes and est.gpus[0].needed_bytes == est.gpu_bytes
 
     # -ngl 16 = the output layer and the last 15 repeating layers (llama.cpp's order)
-    part = estimate_fit(header, FitSettings(n_ctx=4096, n_gpu_layers=16), _gpu(80_000))
+    part = estimate_fit(header, FitSettings(ctx_size=4096, gpu_layers=16), _gpu(80_000))
     assert part.n_gpu_layers == 16
     assert sum(1 for b in part.weights_gpu_per_layer if b) == 15
     assert part.weights_gpu_per_layer[:15] == [0] * 15
@@ -255,32 +286,39 @@ def test_verdict_fits_on_gpu_and_splits_layers(smollm2_path: Path) -> None:
 
 def test_verdict_partial_offload_suggests_layers(smollm2_path: Path) -> None:
     header = read_gguf_header(smollm2_path)
-    settings = FitSettings(n_ctx=32768)
+    settings = FitSettings(ctx_size=32768)
     full = estimate_fit(header, settings)
     vram_mib = (full.total_bytes // 2) // MiB + 512  # about half the model, plus the reserve
     est = estimate_fit(header, settings, _gpu(vram_mib))
     assert est.verdict == "partial_offload"
     ngl = est.suggested_gpu_layers
     assert ngl is not None and 0 < ngl < est.n_layer
-    fits = estimate_fit(header, replace(settings, n_gpu_layers=ngl), _gpu(vram_mib))
-    too_many = estimate_fit(header, replace(settings, n_gpu_layers=ngl + 1), _gpu(vram_mib))
+    fits = estimate_fit(header, settings.model_copy(update={"gpu_layers": ngl}), _gpu(vram_mib))
+    too_many = estimate_fit(
+        header, settings.model_copy(update={"gpu_layers": ngl + 1}), _gpu(vram_mib)
+    )
     assert fits.verdict == "fits" and too_many.verdict != "fits"
 
 
 def test_verdict_wont_fit_suggests_context_and_cache_type(smollm2_path: Path) -> None:
     header = read_gguf_header(smollm2_path)
-    settings = FitSettings(n_ctx=65536)
+    settings = FitSettings(ctx_size=65536)
     need = estimate_fit(header, settings).total_bytes
     ram = AvailableMemory(ram_free_bytes=need * 6 // 10 + (256 << 20), ram_total_bytes=need)
     est = estimate_fit(header, settings, ram)
     assert est.verdict == "wont_fit"
     assert est.suggested_n_ctx is not None and est.suggested_n_ctx % 256 == 0
-    assert estimate_fit(header, replace(settings, n_ctx=est.suggested_n_ctx), ram).verdict == "fits"
-    bigger = replace(settings, n_ctx=est.suggested_n_ctx + 256)
+    assert (
+        estimate_fit(
+            header, settings.model_copy(update={"ctx_size": est.suggested_n_ctx}), ram
+        ).verdict
+        == "fits"
+    )
+    bigger = settings.model_copy(update={"ctx_size": est.suggested_n_ctx + 256})
     assert estimate_fit(header, bigger, ram).verdict == "wont_fit"
     assert est.suggested_cache_type in ("q8_0", "q4_0")
     q = est.suggested_cache_type
-    with_q = replace(settings, cache_type_k=q, cache_type_v=q)
+    with_q = settings.model_copy(update={"cache_type_k": q, "cache_type_v": q})
     assert estimate_fit(header, with_q, ram).verdict == "fits"
     assert f"-c {est.suggested_n_ctx}" in est.message and f"-ctk {q}" in est.message
 
@@ -297,9 +335,12 @@ def test_layers_split_across_gpus_by_free_memory(smollm2_path: Path) -> None:
     memory = AvailableMemory(
         ram_free_bytes=64 << 30,
         ram_total_bytes=64 << 30,
-        gpus=[GpuMemory(0, "A", 3000 * MiB, 4 << 30), GpuMemory(1, "B", 1000 * MiB, 4 << 30)],
+        gpus=[
+            GpuInfo(0, "A", (4 << 30) - 3000 * MiB, 4 << 30),
+            GpuInfo(1, "B", (4 << 30) - 1000 * MiB, 4 << 30),
+        ],
     )
-    est = estimate_fit(header, FitSettings(n_ctx=8192), memory)
+    est = estimate_fit(header, FitSettings(ctx_size=8192), memory)
     assert est.verdict == "fits" and est.vram_free_bytes == 4000 * MiB
     a, b = est.gpus
     assert a.needed_bytes == pytest.approx(3 * b.needed_bytes, rel=1e-6)
@@ -309,6 +350,6 @@ def test_layers_split_across_gpus_by_free_memory(smollm2_path: Path) -> None:
 def test_context_beyond_training_is_warned(smollm2_path: Path) -> None:
     header = read_gguf_header(smollm2_path)
     assert header.context_length == 8192
-    assert estimate_fit(header, FitSettings(n_ctx=8192)).warnings == []
-    [warning] = estimate_fit(header, FitSettings(n_ctx=16384)).warnings
+    assert estimate_fit(header, FitSettings(ctx_size=8192)).warnings == []
+    [warning] = estimate_fit(header, FitSettings(ctx_size=16384)).warnings
     assert "16384" in warning and "8192" in warning

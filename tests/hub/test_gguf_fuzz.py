@@ -22,7 +22,8 @@ from pathlib import Path
 import pytest
 
 from backend.fit.errors import FitError
-from backend.fit.fit_estimate import FitSettings, estimate_fit
+from backend.fit.fit_estimate import estimate_fit
+from backend.fit.fit_settings import FitSettings
 from backend.gguf_file.errors import GGUFFormatError
 from backend.gguf_file.gguf_header import (
     GGUFHeader,
@@ -50,7 +51,7 @@ def _use(header: GGUFHeader) -> None:
         header.chat_template,
         header.layer_bytes(),
     )
-    estimate_fit(header, FitSettings(n_ctx=512))
+    estimate_fit(header, FitSettings(ctx_size=512))
 
 
 def _only_format_errors(parse: Callable[[], GGUFHeader]) -> str:
