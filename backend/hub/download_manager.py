@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlparse
 
 from huggingface_hub import constants, get_hf_file_metadata, hf_hub_url
@@ -60,13 +60,16 @@ OUTPUT_PART_GLOB = "*.gguf.part"
 DISK_MARGIN_BYTES = 64 << 20
 
 
+DownloadStage = Literal["downloading", "verifying", "done"]
+
+
 @dataclass(frozen=True)
 class DownloadProgress:
-    """Where one download stands; ``stage`` is ``downloading``, ``verifying`` or ``done``."""
+    """Where one download stands."""
 
     repo_id: str
     filename: str
-    stage: str
+    stage: DownloadStage
     done_bytes: int
     total_bytes: int | None
     bytes_per_s: float
@@ -454,7 +457,7 @@ class DownloadManager:
         self,
         repo_id: str,
         hub_file: HubFile,
-        stage: str,
+        stage: DownloadStage,
         done: int,
         total: int | None,
         speed: float,

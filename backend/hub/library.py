@@ -14,7 +14,7 @@ import struct
 from dataclasses import asdict, dataclass
 from math import prod
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from backend.core.errors import ModelNotFoundError, QuantDeskError
 from backend.gguf_file.errors import GGUFFormatError
@@ -46,6 +46,11 @@ _SAFETENSORS_BITS = {
 }
 
 
+ModelFormat = Literal["gguf", "safetensors"]
+# The embedded default model, a file pulled from the Hub, or one the user put there.
+LibrarySource = Literal["embedded", "download", "local"]
+
+
 @dataclass(frozen=True)
 class LibraryEntry:
     """One model in the library."""
@@ -53,14 +58,14 @@ class LibraryEntry:
     name: str
     path: str
     size_bytes: int
-    format: str  # "gguf" or "safetensors"
+    format: ModelFormat
     architecture: str | None
     parameter_count: int | None
     context_length: int | None
     file_type: str | None
     bits_per_weight: float | None
     has_chat_template: bool
-    source: str  # "embedded", "download" or "local"
+    source: LibrarySource
     repo_id: str | None
     removable: bool
     error: str | None = None
@@ -117,7 +122,7 @@ def _gguf_facts(parts: list[Path]) -> _GGUFFacts:
 
 
 def describe_gguf(
-    path: Path, *, name: str, source: str, repo_id: str | None, removable: bool
+    path: Path, *, name: str, source: LibrarySource, repo_id: str | None, removable: bool
 ) -> LibraryEntry:
     """A library entry from a GGUF header (all split parts for split models)."""
     expected = _split_parts(path)
