@@ -23,7 +23,6 @@ import numpy as np
 from backend.jobs.progress import Progress, ProgressCallback, no_progress
 from quantize.errors import CalibrationError, ImatrixError, check_cancel
 from quantize.imatrix_file import Imatrix
-from quantize.llama_log import captured_llama_log, log_debug
 
 log = logging.getLogger(__name__)
 
@@ -141,15 +140,18 @@ class ImatrixRun:
 
 
 def _tokenize(vocab: Any, text: str) -> list[int]:
-    import llama_cpp
+    from backend.llama.errors import TokenizeError
+    from backend.llama.tokens import tokenize
 
-    data = text.encode("utf-8")
-    capacity = len(data) + 16
-    tokens = (llama_cpp.llama_token * capacity)()
-    n = llama_cpp.llama_tokenize(vocab, data, len(data), tokens, capacity, False, False)
-    if n < 0:
-        raise CalibrationError("tokenising the calibration text failed")
-    return list(tokens[:n])
+    try:
+        tokens = tokenize(vocab, text.encode("utf-8"), add_special=False, parse_special=False)
+    except TokenizeError as exc:
+        raise CalibrationError("tokenising the calibration text failed") from exc
+    return tokens.tolist()  # type: ignore[no-any-return]
+
+
+def _log_llama_line(line: str) -> None:
+    log.debug("llama.cpp: %s", line)
 
 
 def compute_imatrix(
@@ -170,7 +172,9 @@ def compute_imatrix(
         raise ImatrixError(f"model file not found: {model_path}")
     if not calibration_text.strip():
         raise CalibrationError("the calibration text is empty")
-    with captured_llama_log(log_debug):
+    from backend.llama.log_hook import captured_llama_log  # loads llama.cpp: only when used
+
+    with captured_llama_log(_log_llama_line):
         return _compute(
             model_path, calibration_text, n_ctx, max_chunks, threads, dataset, progress, cancel
         )
@@ -188,7 +192,9 @@ def _compute(
 ) -> ImatrixRun:
     import llama_cpp
 
-    llama_cpp.llama_backend_init()
+    from backend.llama.backend_init import init_llama_backend
+
+    init_llama_backend()
     mparams = llama_cpp.llama_model_default_params()
     model = llama_cpp.llama_model_load_from_file(str(model_path).encode("utf-8"), mparams)
     if not model:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import re
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -84,9 +84,14 @@ def _download(repo_id: str, progress: ProgressCallback, cancel: threading.Event 
     return ggufs[0]
 
 
-def _tagged(progress: ProgressCallback, tag: str) -> ProgressCallback:
+def _in_phase(
+    progress: ProgressCallback, phase: int, phases: int, tag: str = ""
+) -> ProgressCallback:
+    """``progress`` with each report placed in ``phase`` of ``phases`` (and tagged)."""
+
     def report(p: Progress) -> None:
-        progress(Progress(p.stage, p.done, p.total, f"[{tag}] {p.message}"))
+        message = f"[{tag}] {p.message}" if tag else p.message
+        progress(replace(p, message=message, phase=phase, phases=phases))
 
     return report
 
@@ -119,15 +124,26 @@ def run_quantize_job(
     out = Path(out_dir).expanduser() if out_dir is not None else default_output_dir()
     out.mkdir(parents=True, exist_ok=True)
     job = JobResult()
-    src = resolve_source(str(source), progress, cancel)
+    # phases: [download] [convert] [imatrix] one per type; a download that turns out to be
+    # a model to convert adds the convert phase when it is known
+    computes_imatrix = calibration_text is not None
+    downloads = not Path(source).expanduser().exists()
+    phases = int(downloads) + int(computes_imatrix) + len(wanted)
+    src = resolve_source(str(source), _in_phase(progress, 0, phases), cancel)
+    phase = int(downloads)
 
     if src.is_dir():
         names = {qt.name for qt in wanted}
         float_type = "BF16" if "BF16" in names and "F16" not in names else "F16"
-        job.converted = convert_hf_to_gguf(src, out, float_type, progress=progress, cancel=cancel)
+        remaining = [qt for qt in wanted if qt.name != float_type]
+        phases = phase + 1 + int(computes_imatrix and bool(remaining)) + len(remaining)
+        convert_progress = _in_phase(progress, phase, phases)
+        phase += 1
+        job.converted = convert_hf_to_gguf(
+            src, out, float_type, progress=convert_progress, cancel=cancel
+        )
         gguf = job.converted.path
         model_name = base_model_name(gguf.name)
-        remaining = [qt for qt in wanted if qt.name != float_type]
         converted = _conversion_as_output(job.converted, src)  # writes its sidecar
         if len(remaining) < len(wanted):
             job.outputs.append(converted)
@@ -145,14 +161,15 @@ def run_quantize_job(
             max_chunks=imatrix_chunks,
             threads=threads,
             dataset=Path(str(calibration)).name,
-            progress=progress,
+            progress=_in_phase(progress, phase, phases),
             cancel=cancel,
         )
+        phase += 1
         job.imatrix = save_imatrix(run.imatrix, out / f"{model_name}{IMATRIX_SUFFIX}")
     elif imatrix is not None:
         job.imatrix = Path(imatrix).expanduser().resolve()
 
-    for qt in remaining:
+    for index, qt in enumerate(remaining):
         check_cancel(cancel, "quantisation")
         result = quantize_gguf(
             gguf,
@@ -162,7 +179,7 @@ def run_quantize_job(
             threads=threads,
             allow_requantize=allow_requantize,
             model_name=model_name,
-            progress=_tagged(progress, qt.name),
+            progress=_in_phase(progress, phase + index, phases, qt.name),
             cancel=cancel,
         )
         job.warnings.extend(w for w in result.warnings if w not in job.warnings)

@@ -1,7 +1,8 @@
 """Parse llama.cpp's quantiser log into per-tensor progress and fallback events.
 
 llama.cpp logs each tensor in pieces (``[  3/ 30] blk.0.attn_q.weight - [...], type = f16,``
-then ``converting to q4_K .. `` then ``size = ...``); pieces are joined until a newline.
+then ``converting to q4_K .. `` then ``size = ...``); ``backend.llama.log_hook`` joins the
+pieces into lines.
 Shape-incompatible tensors log ``warning: NAME - ncols N not divisible by K (required for
 type T) -> falling back to U``.
 """
@@ -9,7 +10,6 @@ type T) -> falling back to U``.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from dataclasses import dataclass
 
 _TENSOR = re.compile(
@@ -47,23 +47,3 @@ def parse_line(line: str) -> TensorEvent | FallbackEvent | None:
         to_type = (match[5] or match[4]).upper()
         return TensorEvent(int(match[1]), int(match[2]), match[3], from_type, to_type)
     return None
-
-
-class LineAssembler:
-    """Join llama.cpp's log pieces into whole lines and hand each one on."""
-
-    def __init__(self, on_line: Callable[[str], None]) -> None:
-        self._buf = ""
-        self._on_line = on_line
-
-    def feed(self, text: str) -> None:
-        self._buf += text
-        while "\n" in self._buf:
-            line, self._buf = self._buf.split("\n", 1)
-            if line.strip():
-                self._on_line(line)
-
-    def flush(self) -> None:
-        if self._buf.strip():
-            self._on_line(self._buf)
-        self._buf = ""

@@ -19,7 +19,6 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from quantize.llama_log import captured_llama_log
 from quantize.quant_log import FallbackEvent, TensorEvent, parse_line
 
 PR_SET_PDEATHSIG = 1
@@ -80,6 +79,8 @@ def run_quantize(job: dict[str, Any], emit: Callable[[dict[str, Any]], None]) ->
     """Quantise ``job["source"]`` to ``job["output"]``; returns llama.cpp's return code and,
     when it failed, the C ``errno`` it left (else 0)."""
     import llama_cpp
+
+    from backend.llama.log_hook import captured_llama_log
 
     params = llama_cpp.llama_model_quantize_default_params()
     params.ftype = int(job["ftype"])

@@ -20,39 +20,11 @@ import numpy as np
 
 from backend.compare.errors import CompareCancelledError, DecodeError, ModelLoadError
 from backend.compare.metrics import F32, I32
+from backend.llama.backend_init import init_llama_backend
+from backend.llama.tokens import token_to_piece, tokenize
 
 log = logging.getLogger(__name__)
 _llama_log = logging.getLogger("backend.compare.llama_cpp")
-
-# enum ggml_log_level: NONE 0, DEBUG 1, INFO 2, WARN 3, ERROR 4, CONT 5 (continues the last)
-_GGML_LEVELS = {
-    0: logging.DEBUG,
-    1: logging.DEBUG,
-    2: logging.DEBUG,
-    3: logging.WARNING,
-    4: logging.ERROR,
-}
-_last_level = [logging.DEBUG]
-
-
-@llama_cpp.llama_log_callback
-def _route_llama_log(level: int, text: bytes, _user_data: ctypes.c_void_p) -> None:
-    # llama.cpp's INFO is very chatty: it goes to DEBUG, warnings and errors stay visible.
-    py_level = _last_level[0] if level == 5 else _GGML_LEVELS.get(level, logging.DEBUG)
-    _last_level[0] = py_level
-    if _llama_log.isEnabledFor(py_level):
-        _llama_log.log(py_level, "%s", text.decode("utf-8", "replace").rstrip())
-
-
-_backend_ready = False
-
-
-def _init_backend() -> None:
-    global _backend_ready
-    if not _backend_ready:
-        llama_cpp.llama_log_set(_route_llama_log, ctypes.c_void_p(0))
-        llama_cpp.llama_backend_init()
-        _backend_ready = True
 
 
 def default_threads() -> int:
@@ -170,7 +142,7 @@ class LoadedModel:
         *,
         vocab_only: bool = False,
     ) -> None:
-        _init_backend()
+        init_llama_backend(_llama_log)
         self.path = path
         self.n_threads = n_threads or default_threads()
         params = llama_cpp.llama_model_default_params()
@@ -191,26 +163,10 @@ class LoadedModel:
 
     def tokenize(self, text: str, add_special: bool = True, parse_special: bool = False) -> I32:
         data = text.encode("utf-8")
-        capacity = len(data) + 8
-        buf = (llama_cpp.llama_token * capacity)()
-        n = llama_cpp.llama_tokenize(
-            self.vocab, data, len(data), buf, capacity, add_special, parse_special
-        )
-        if n < 0:  # buffer too small (cannot happen for byte-level vocabularies, but be safe)
-            capacity = -n
-            buf = (llama_cpp.llama_token * capacity)()
-            n = llama_cpp.llama_tokenize(
-                self.vocab, data, len(data), buf, capacity, add_special, parse_special
-            )
-        return np.ctypeslib.as_array(buf)[:n].astype(np.int32)
+        return tokenize(self.vocab, data, add_special=add_special, parse_special=parse_special)
 
     def piece(self, token: int) -> bytes:
-        buf = ctypes.create_string_buffer(64)
-        n = llama_cpp.llama_token_to_piece(self.vocab, token, buf, len(buf), 0, False)
-        if n < 0:
-            buf = ctypes.create_string_buffer(-n)
-            n = llama_cpp.llama_token_to_piece(self.vocab, token, buf, len(buf), 0, False)
-        return buf.raw[:n]
+        return token_to_piece(self.vocab, token)
 
     def is_eog(self, token: int) -> bool:
         return bool(llama_cpp.llama_vocab_is_eog(self.vocab, token))

@@ -17,26 +17,18 @@ import numpy as np
 
 from backend.engine.errors import InvalidRequestError, ModelLoadError
 from backend.engine.kv_geometry import GGML_TYPE_ID, kv_bytes_per_cell
-from backend.engine.llama_log import route_llama_log_to_logging
+from backend.llama.backend_init import init_llama_backend
+from backend.llama.tokens import token_to_piece, tokenize
 from backend.settings.engine_settings import EngineSettings
 
 log = logging.getLogger(__name__)
+_llama_log = logging.getLogger("llama_cpp.native")
 
 _FLASH_ATTN = {
     "auto": llama_cpp.LLAMA_FLASH_ATTN_TYPE_AUTO,
     "on": llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED,
     "off": llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED,
 }
-
-_backend_ready = False
-
-
-def _init_backend() -> None:
-    global _backend_ready
-    if not _backend_ready:
-        route_llama_log_to_logging()
-        llama_cpp.llama_backend_init()
-        _backend_ready = True
 
 
 def gpu_offload_supported() -> bool:
@@ -73,7 +65,7 @@ class ModelRuntime:
     """Model + context + vocabulary of one GGUF, created from :class:`EngineSettings`."""
 
     def __init__(self, model_path: Path, settings: EngineSettings, n_seq_max: int) -> None:
-        _init_backend()
+        init_llama_backend(_llama_log)
         self.settings = settings
         self.n_seq_max = n_seq_max
         mparams = llama_cpp.llama_model_default_params()
@@ -193,18 +185,8 @@ class ModelRuntime:
             data = text.encode()
         except UnicodeEncodeError as exc:  # e.g. a lone surrogate from a JSON "\ud800" escape
             raise InvalidRequestError(f"the text is not valid Unicode: {exc.reason}") from None
-        cap = len(data) + 8
-        buf = (llama_cpp.llama_token * cap)()
-        n = llama_cpp.llama_tokenize(
-            self.vocab, data, len(data), buf, cap, add_special, parse_special
-        )
-        if n < 0:
-            cap = -n
-            buf = (llama_cpp.llama_token * cap)()
-            n = llama_cpp.llama_tokenize(
-                self.vocab, data, len(data), buf, cap, add_special, parse_special
-            )
-        return list(buf[:n])
+        tokens = tokenize(self.vocab, data, add_special=add_special, parse_special=parse_special)
+        return tokens.tolist()  # type: ignore[no-any-return]
 
     def token_piece(self, token: int) -> bytes:
         """The bytes a token renders to (control tokens render empty). Safe from any thread:
@@ -212,12 +194,7 @@ class ModelRuntime:
         prompts while the scheduler renders its tokens)."""
         piece = self._piece_cache.get(token)
         if piece is None:
-            buf = ctypes.create_string_buffer(256)
-            n = llama_cpp.llama_token_to_piece(self.vocab, token, buf, len(buf), 0, False)
-            if n < 0:
-                buf = ctypes.create_string_buffer(-n)
-                n = llama_cpp.llama_token_to_piece(self.vocab, token, buf, len(buf), 0, False)
-            piece = buf.raw[:n]
+            piece = token_to_piece(self.vocab, token)
             self._piece_cache[token] = piece
         return piece
 

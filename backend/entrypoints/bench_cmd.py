@@ -18,8 +18,8 @@ from backend.bench import (
     write_plot,
     write_results_json,
 )
-from backend.jobs.events import ProgressEvent
-from backend.jobs.job_session import JobSession
+from backend.jobs.job_session import JobSession, add_progress_jsonl_option
+from backend.jobs.progress import Progress
 
 
 def _levels(text: str) -> tuple[int, ...]:
@@ -96,11 +96,7 @@ def register(subparsers: Any) -> None:
         default=Path("bench-results"),
         help="output folder (default ./bench-results)",
     )
-    parser.add_argument(
-        "--progress-jsonl",
-        action="store_true",
-        help="print progress and the result as JSON lines on stdout",
-    )
+    add_progress_jsonl_option(parser)
     parser.set_defaults(handler=run)
 
 
@@ -130,9 +126,7 @@ def run(args: argparse.Namespace) -> int:
     with JobSession(jsonl=args.progress_jsonl) as session:
 
         def on_progress(p: BenchProgress) -> None:
-            session.emit(
-                ProgressEvent(stage=p.stage, done=p.done, total=p.total, message=p.message)
-            )
+            session.progress(Progress(p.stage, p.done, p.total, p.message))
 
         result = run_benchmark(config, progress=on_progress, cancel=session.cancel)
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")

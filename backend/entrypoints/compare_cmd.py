@@ -19,7 +19,7 @@ from backend.entrypoints.job_progress_bar import JobProgressBar
 from backend.entrypoints.quantize_cmd import positive_int
 from backend.gguf_file.ggml_types import quant_from_filename
 from backend.gguf_file.gguf_header import read_gguf_header
-from backend.jobs.job_session import JobSession
+from backend.jobs.job_session import JobSession, add_progress_jsonl_option
 
 
 def _ctx(text: str) -> int:
@@ -108,11 +108,7 @@ def register(subparsers: Any) -> None:
         default=None,
         help="fail (exit 5) when a candidate's PPL ratio exceeds this",
     )
-    parser.add_argument(
-        "--progress-jsonl",
-        action="store_true",
-        help="print progress and the result as JSON lines on stdout",
-    )
+    add_progress_jsonl_option(parser)
     parser.set_defaults(handler=run)
 
 

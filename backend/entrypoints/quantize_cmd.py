@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from backend.core.units import human_bytes
-from backend.jobs.job_session import JobSession
+from backend.jobs.job_session import JobSession, add_progress_jsonl_option
 from backend.jobs.progress import Progress
 
 log = logging.getLogger(__name__)
@@ -91,11 +91,7 @@ def register(subparsers: Any) -> None:
         default=None,
         help="use at most this many calibration chunks (default: all)",
     )
-    parser.add_argument(
-        "--progress-jsonl",
-        action="store_true",
-        help="print progress, result and errors as JSON lines on stdout",
-    )
+    add_progress_jsonl_option(parser)
     parser.set_defaults(handler=run)
 
 

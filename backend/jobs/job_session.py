@@ -15,6 +15,7 @@ that turns it into the exit code (``backend.entrypoints.main``).
 
 from __future__ import annotations
 
+import argparse
 import signal
 import sys
 import threading
@@ -25,6 +26,15 @@ from backend.jobs.events import ErrorEvent, JobEvent, ProgressEvent, ResultEvent
 from backend.jobs.progress import Progress
 
 _CANCEL_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+def add_progress_jsonl_option(parser: argparse.ArgumentParser) -> None:
+    """The ``--progress-jsonl`` flag that makes a job write its events on stdout."""
+    parser.add_argument(
+        "--progress-jsonl",
+        action="store_true",
+        help="print progress, the result and errors as JSON lines on stdout (for the GUI)",
+    )
 
 
 class JobSession:

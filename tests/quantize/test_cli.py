@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from backend.jobs.events import ProgressEvent, parse_event
+
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
@@ -23,6 +25,14 @@ def test_cli_jsonl_to_library(tiny_f16: Path, isolated_home: Path) -> None:
     events = [json.loads(line) for line in proc.stdout.splitlines()]
     assert all(e["type"] == "progress" for e in events[:-1])
     assert {"stage", "done", "total", "message"} <= set(events[0])
+    # one phase per type, numbered in order, as the GUI reads them
+    progress = [parse_event(line) for line in proc.stdout.splitlines()[:-1]]
+    phases = {
+        (e.phase, e.phases, e.message.split("]")[0])
+        for e in progress
+        if isinstance(e, ProgressEvent)
+    }
+    assert phases == {(0, 2, "[Q8_0"), (1, 2, "[Q4_0")}
     result = events[-1]
     assert result["type"] == "result"
     paths = [Path(o["path"]) for o in result["outputs"]]
