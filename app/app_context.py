@@ -10,7 +10,9 @@ from PySide6.QtCore import QObject, Signal
 from app.app_settings import AppSettings
 from app.server_command import find_free_port, port_is_free
 from app.server_process import ServerState, ServerSupervisor
-from app.workers.stats_poller import StatsPoller
+from app.workers.stats_poller import stats_poller
+from app.workers.thread_worker import ThreadWorker
+from backend.engine.stats_model import StatsSnapshot
 
 log = logging.getLogger(__name__)
 
@@ -37,8 +39,8 @@ class AppContext(QObject):
         self.settings = settings
         self.server = supervisor or ServerSupervisor(self)
         self.poll_interval_s = poll_interval_s
-        self.latest_stats: dict[str, object] | None = None
-        self._poller: StatsPoller | None = None
+        self.latest_stats: StatsSnapshot | None = None
+        self._poller: ThreadWorker | None = None
         self.server.server_started.connect(self._start_polling)
         self.server.state_changed.connect(self._on_state)
         self.save_settings: Callable[[], None] = lambda: None
@@ -77,12 +79,11 @@ class AppContext(QObject):
 
     def _start_polling(self, url: str) -> None:
         self._stop_polling()
-        self._poller = StatsPoller(url, self.server.api_key, self.poll_interval_s)
-        self._poller.stats_received.connect(self._on_stats)
-        self._poller.poll_failed.connect(lambda msg: log.info("stats poll failed: %s", msg))
+        self._poller = stats_poller(url, self.server.api_key, self.poll_interval_s)
+        self._poller.yielded.connect(self._on_stats)
         self._poller.start()
 
-    def _on_stats(self, stats: dict[str, object]) -> None:
+    def _on_stats(self, stats: StatsSnapshot) -> None:
         if self.server.state is ServerState.RUNNING:
             self.latest_stats = stats
             self.stats_received.emit(stats)
@@ -93,7 +94,7 @@ class AppContext(QObject):
 
     def _stop_polling(self) -> None:
         if self._poller is not None:
-            self._poller.stop()
+            self._poller.cancel()
             self._poller.wait(3000)
             self._poller.deleteLater()
             self._poller = None

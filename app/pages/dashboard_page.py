@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import pyqtgraph as pg
@@ -30,6 +29,7 @@ from app.ring_buffer import RingBuffer
 from app.server_process import ServerState
 from app.theme import MUTED, SERIES, SURFACE, human_bytes
 from app.widgets.common import EmptyState, StatTile, page_header
+from backend.engine.stats_model import StatsSnapshot
 
 pg.setConfigOptions(antialias=True, background=SURFACE, foreground=MUTED)
 
@@ -60,16 +60,9 @@ CHARTS = (
 )
 
 
-def _get(d: dict[str, Any], *path: str, default: float = float("nan")) -> float:
-    cur: Any = d
-    for key in path:
-        if not isinstance(cur, dict) or key not in cur:
-            return default
-        cur = cur[key]
-    try:
-        return float(cur) if cur is not None else default
-    except (TypeError, ValueError):
-        return default
+def _nan_if_none(value: float | None) -> float:
+    """A chart point: a missing value (a percentile before any sample) leaves a gap."""
+    return float("nan") if value is None else float(value)
 
 
 class DashboardPage(QWidget):
@@ -89,7 +82,7 @@ class DashboardPage(QWidget):
         self.curves: dict[str, list[pg.PlotDataItem]] = {}
         self._gpu_names: list[str] = []
         self._gpu_note: str | None = None
-        self._latest: dict[str, Any] = {}
+        self._latest: StatsSnapshot | None = None
 
         outer = QVBoxLayout(self)
         outer.setContentsMargins(28, 22, 28, 22)
@@ -194,49 +187,33 @@ class DashboardPage(QWidget):
         return card
 
     # -- data -----------------------------------------------------------------------------
-    def on_stats(self, stats: dict[str, Any]) -> None:
+    def on_stats(self, stats: StatsSnapshot, received_at: float | None = None) -> None:
         """Store one /v1/stats snapshot; cheap, so it can run at 10 Hz."""
-        t = float(stats.get("_received_at", time.monotonic()))
+        t = time.monotonic() if received_at is None else received_at
         b = self.buffers
-        b["tps"].append(
-            t,
-            (
-                _get(stats, "tokens", "gen_tokens_per_s"),
-                _get(stats, "tokens", "prompt_tokens_per_s"),
-            ),
-        )
+        b["tps"].append(t, (stats.tokens.gen_tokens_per_s, stats.tokens.prompt_tokens_per_s))
+        latency = stats.latency
         b["ttft"].append(
             t,
             (
-                _get(stats, "latency", "ttft_ms_last"),
-                _get(stats, "latency", "ttft_ms_p50"),
-                _get(stats, "latency", "ttft_ms_p99"),
+                _nan_if_none(latency.ttft_ms_last),
+                _nan_if_none(latency.ttft_ms_p50),
+                _nan_if_none(latency.ttft_ms_p99),
             ),
         )
-        b["requests"].append(
-            t, (_get(stats, "requests", "running"), _get(stats, "requests", "queued"))
-        )
-        b["kv"].append(t, (_get(stats, "kv", "used_pct"),))
-        b["prefix"].append(
-            t, (_get(stats, "prefix_cache", "hits"), _get(stats, "prefix_cache", "misses"))
-        )
-        b["ram"].append(
-            t,
-            (
-                _get(stats, "system", "rss_bytes") / GiB,
-                _get(stats, "system", "ram_used_bytes") / GiB,
-            ),
-        )
-        gpus = (stats.get("system") or {}).get("gpus") or []
+        b["requests"].append(t, (stats.requests.running, stats.requests.queued))
+        b["kv"].append(t, (stats.kv.used_pct,))
+        b["prefix"].append(t, (stats.prefix_cache.hits, stats.prefix_cache.misses))
+        system = stats.system
+        b["ram"].append(t, (system.rss_bytes / GiB, system.ram_used_bytes / GiB))
+        gpus = system.gpus[:MAX_GPUS]
         vram = [float("nan")] * MAX_GPUS
-        for g in gpus[:MAX_GPUS]:
-            vram[int(g.get("index", 0)) % MAX_GPUS] = float(g.get("vram_used_bytes", 0)) / GiB
+        for gpu in gpus:
+            vram[gpu.index % MAX_GPUS] = gpu.vram_used_bytes / GiB
         b["vram"].append(t, vram)
-        b["cpu"].append(t, (_get(stats, "system", "cpu_pct"),))
-        self._gpu_names = [
-            str(g.get("name", f"GPU {g.get('index', i)}")) for i, g in enumerate(gpus[:MAX_GPUS])
-        ]
-        self._gpu_note = (stats.get("system") or {}).get("gpu_note")
+        b["cpu"].append(t, (system.cpu_pct,))
+        self._gpu_names = [gpu.name for gpu in gpus]
+        self._gpu_note = system.gpu_note
         self._latest = stats
         self.stats_count += 1
         self._dirty = True
@@ -269,8 +246,8 @@ class DashboardPage(QWidget):
         plot = self.plots["vram"]
         if self._gpu_names:
             self.vram_stack.setCurrentWidget(plot)
-            gpus = (self._latest.get("system") or {}).get("gpus") or []
-            total = max((float(g.get("vram_total_bytes", 0)) for g in gpus), default=0.0)
+            gpus = self._latest.system.gpus if self._latest is not None else []
+            total = max((gpu.vram_total_bytes for gpu in gpus), default=0)
             plot.setYRange(0, max(total / GiB, 1.0), padding=0.02)
             legend = plot.getPlotItem().legend
             if legend is not None and not legend.items:
@@ -285,33 +262,27 @@ class DashboardPage(QWidget):
 
     def _update_tiles(self) -> None:
         s = self._latest
-
-        def num(*path: str) -> float:
-            return _get(s, *path, default=0.0)
-
-        self.tiles["gen"].set_value(f"{num('tokens', 'gen_tokens_per_s'):.1f}")
-        self.tiles["prompt"].set_value(f"{num('tokens', 'prompt_tokens_per_s'):.0f}")
+        if s is None:
+            return
+        tokens, latency, requests, kv = s.tokens, s.latency, s.requests, s.kv
+        self.tiles["gen"].set_value(f"{tokens.gen_tokens_per_s:.1f}")
+        self.tiles["prompt"].set_value(f"{tokens.prompt_tokens_per_s:.0f}")
         self.tiles["ttft"].set_value(
-            f"{num('latency', 'ttft_ms_p50'):.0f} / {num('latency', 'ttft_ms_p99'):.0f} ms"
+            f"{latency.ttft_ms_p50 or 0.0:.0f} / {latency.ttft_ms_p99 or 0.0:.0f} ms"
         )
-        self.tiles["requests"].set_value(
-            f"{num('requests', 'running'):.0f} / {num('requests', 'queued'):.0f}"
-        )
-        self.tiles["kv"].set_value(
-            f"{num('kv', 'cells_used'):.0f} / {num('kv', 'cells_total'):.0f}"
-        )
+        self.tiles["requests"].set_value(f"{requests.running} / {requests.queued}")
+        self.tiles["kv"].set_value(f"{kv.cells_used} / {kv.cells_total}")
         self.tiles["kv"].setToolTip(
-            f"{human_bytes(num('kv', 'bytes_used'))} of {human_bytes(num('kv', 'bytes_total'))}"
-            f" ({num('kv', 'used_pct'):.1f}%)"
+            f"{human_bytes(kv.bytes_used)} of {human_bytes(kv.bytes_total)} ({kv.used_pct:.1f}%)"
         )
         self.tiles["kv"].caption.setText(
-            f"KV cells · {human_bytes(num('kv', 'bytes_used'))} · {num('kv', 'used_pct'):.0f}%"
+            f"KV cells · {human_bytes(kv.bytes_used)} · {kv.used_pct:.0f}%"
         )
-        self.tiles["prefix"].set_value(f"{num('prefix_cache', 'hits'):.0f}")
+        self.tiles["prefix"].set_value(f"{s.prefix_cache.hits}")
         self.tiles["prefix"].caption.setText(
-            f"prefix hits · {num('prefix_cache', 'tokens_saved'):.0f} tok saved"
+            f"prefix hits · {s.prefix_cache.tokens_saved} tok saved"
         )
-        self.tiles["done"].set_value(f"{num('requests', 'completed'):.0f}")
+        self.tiles["done"].set_value(f"{requests.completed}")
 
     # One row of tiles needs about this much width; narrower pages get two rows, so a
     # value such as "1234 / 5678 ms" is never cut (at 1280x720 seven tiles had ~110 px).

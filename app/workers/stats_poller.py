@@ -1,50 +1,57 @@
-"""Poll ``/v1/stats`` off the GUI thread and hand each snapshot over by signal."""
+"""Poll ``/v1/stats`` off the GUI thread: a generator run by a :class:`ThreadWorker`, which
+yields each body parsed into the server's :class:`StatsSnapshot`."""
 
 from __future__ import annotations
 
 import logging
 import threading
 import time
-from typing import Any
+from collections.abc import Iterator
 
 import httpx
-from PySide6.QtCore import QThread, Signal
+from pydantic import ValidationError
+from PySide6.QtCore import QObject
+
+from app.workers.thread_worker import ThreadWorker
+from backend.engine.stats_model import StatsSnapshot
 
 log = logging.getLogger(__name__)
 
 
-class StatsPoller(QThread):
-    """A thread that GETs ``{base_url}/v1/stats`` every ``interval_s`` until stopped."""
+def poll_stats(
+    base_url: str, api_key: str, interval_s: float, stop: threading.Event
+) -> Iterator[StatsSnapshot]:
+    """GET ``{base_url}/v1/stats`` every ``interval_s`` and yield each snapshot until ``stop``.
 
-    stats_received = Signal(object)
-    poll_failed = Signal(str)
+    A failed poll (no answer, an error status, a body that is not a snapshot) is skipped;
+    it is logged once, and again if it persists.
+    """
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    failures = 0
+    with httpx.Client(base_url=base_url, headers=headers, timeout=2.0) as client:
+        while not stop.is_set():
+            started = time.monotonic()
+            try:
+                response = client.get("/v1/stats")
+                response.raise_for_status()
+                snapshot = StatsSnapshot.model_validate_json(response.content)
+            except (httpx.HTTPError, ValidationError) as exc:
+                failures += 1
+                if failures in (1, 10):  # say it once, and again if it persists
+                    log.info("stats poll failed: %s", exc)
+                log.debug("stats poll failed: %s", exc)
+            else:
+                failures = 0
+                yield snapshot
+            stop.wait(max(0.0, interval_s - (time.monotonic() - started)))
 
-    def __init__(self, base_url: str, api_key: str = "", interval_s: float = 0.25) -> None:
-        super().__init__()
-        self.base_url = base_url
-        self.interval_s = interval_s
-        self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._stop = threading.Event()
 
-    def stop(self) -> None:
-        self._stop.set()
-
-    def run(self) -> None:
-        failures = 0
-        with httpx.Client(base_url=self.base_url, headers=self._headers, timeout=2.0) as client:
-            while not self._stop.is_set():
-                started = time.monotonic()
-                try:
-                    response = client.get("/v1/stats")
-                    response.raise_for_status()
-                    data: dict[str, Any] = response.json()
-                    data["_received_at"] = time.monotonic()
-                    self.stats_received.emit(data)
-                    failures = 0
-                except (httpx.HTTPError, ValueError) as exc:
-                    failures += 1
-                    if failures in (1, 10):  # say it once, and again if it persists
-                        self.poll_failed.emit(str(exc))
-                    log.debug("stats poll failed: %s", exc)
-                wait = self.interval_s - (time.monotonic() - started)
-                self._stop.wait(max(0.0, wait))
+def stats_poller(
+    base_url: str, api_key: str = "", interval_s: float = 0.25, parent: QObject | None = None
+) -> ThreadWorker:
+    """A worker, not yet started, whose ``yielded`` signal carries one snapshot per poll;
+    ``cancel()`` stops it within one interval (or one request's 2 s timeout)."""
+    worker = ThreadWorker(
+        lambda: poll_stats(base_url, api_key, interval_s, worker.cancel_event), parent
+    )
+    return worker

@@ -26,6 +26,7 @@ from backend.engine.request_types import (
 from backend.engine.sampler_chain import SamplerChain
 from backend.engine.scheduler import Scheduler
 from backend.engine.sequence import Sequence
+from backend.engine.stats_model import ModelStats, StatsSnapshot, SystemStats
 from backend.engine.stop_detector import StopDetector
 from backend.settings.default_model import DEFAULT_MODEL_ID, default_model_path, resolve_model_path
 from backend.settings.engine_settings import EngineSettings
@@ -192,32 +193,31 @@ class Engine:
         self.scheduler.cancel(request_id)
 
     # ---- stats -----------------------------------------------------------------
-    def stats(self) -> dict[str, Any]:
-        snap = self.scheduler.stats.snapshot()
+    def stats(self) -> StatsSnapshot:
         info = self.runtime.info
         s = self.settings
-        snap["model"] = {
-            "id": self.model_id,
-            "path": str(self.model_path),
-            "architecture": info.architecture,
-            "n_ctx": self.runtime.n_ctx,
-            "n_ctx_seq": self.runtime.n_ctx_seq,
-            "kv_unified": self.runtime.kv_unified,
-            "n_ctx_train": info.n_ctx_train,
-            "n_parallel": s.parallel,
-            "n_layer": info.n_layer,
-            "n_params": info.n_params,
-            "n_gpu_layers": self.runtime.n_gpu_layers,
-            "gpu_offload_supported": gpu_offload_supported(),
-            "size_bytes": info.size_bytes,
-            "cache_type_k": s.cache_type_k,
-            "cache_type_v": s.cache_type_v,
-            "flash_attn": s.flash_attn,
-            "n_batch": self.runtime.n_batch,
-            "threads": s.threads,
-            "load_seconds": self.load_seconds,
-        }
-        snap["step"]["preemptions"] = self.scheduler.preemptions
-        snap["system"] = system_snapshot().to_dict()
-        snap["ready"] = self.ready
-        return snap
+        model = ModelStats(
+            id=self.model_id,
+            path=str(self.model_path),
+            architecture=info.architecture,
+            n_ctx=self.runtime.n_ctx,
+            n_ctx_seq=self.runtime.n_ctx_seq,
+            kv_unified=self.runtime.kv_unified,
+            n_ctx_train=info.n_ctx_train,
+            n_parallel=s.parallel,
+            n_layer=info.n_layer,
+            n_params=info.n_params,
+            n_gpu_layers=self.runtime.n_gpu_layers,
+            gpu_offload_supported=gpu_offload_supported(),
+            size_bytes=info.size_bytes,
+            cache_type_k=s.cache_type_k,
+            cache_type_v=s.cache_type_v,
+            flash_attn=s.flash_attn,
+            n_batch=self.runtime.n_batch,
+            threads=s.threads,
+            load_seconds=self.load_seconds,
+        )
+        system = SystemStats.model_validate(system_snapshot().to_dict())
+        return self.scheduler.stats.snapshot(
+            model, system, preemptions=self.scheduler.preemptions, ready=self.ready
+        )

@@ -1,7 +1,8 @@
 """Engine statistics: exact counters, rolling rates and latency percentiles.
 
 Written only by the scheduler thread; read by request threads through
-:meth:`EngineStats.snapshot`, which copies under a lock.
+:meth:`EngineStats.snapshot`, which reads under a lock into a
+:class:`~backend.engine.stats_model.StatsSnapshot`.
 """
 
 from __future__ import annotations
@@ -9,9 +10,20 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from typing import Any
 
 import numpy as np
+
+from backend.engine.stats_model import (
+    KvStats,
+    LatencyStats,
+    ModelStats,
+    PrefixCacheStats,
+    RequestStats,
+    StatsSnapshot,
+    StepStats,
+    SystemStats,
+    TokenStats,
+)
 
 RATE_WINDOW_S = 5.0
 LATENCY_SAMPLES = 2048
@@ -97,52 +109,59 @@ class EngineStats:
         span = max(span, 1.0)
         return sum(w[1] for w in window) / span, sum(w[2] for w in window) / span
 
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(
+        self, model: ModelStats, system: SystemStats, preemptions: int, ready: bool
+    ) -> StatsSnapshot:
+        """The counters read at one instant, with what the engine knows beside them."""
         now = time.perf_counter()
         with self._lock:
             prompt_rate, gen_rate = self._rates(now)
             steps = max(self.steps, 1)
-            return {
-                "requests": {
-                    "running": self.running,
-                    "queued": self.queued,
-                    "completed": self.completed,
-                    "errors": self.errors,
-                    "rejected_busy": self.rejected_busy,
-                    "cancelled": self.cancelled,
-                },
-                "tokens": {
-                    "prompt_total": self.prompt_total,
-                    "prompt_decoded_total": self.prompt_decoded_total,
-                    "generated_total": self.generated_total,
-                    "prompt_tokens_per_s": prompt_rate,
-                    "gen_tokens_per_s": gen_rate,
-                },
-                "latency": {
-                    "ttft_ms_p50": _percentile(self.ttft_ms, 50),
-                    "ttft_ms_p99": _percentile(self.ttft_ms, 99),
-                    "itl_ms_p50": _percentile(self.itl_ms, 50),
-                    "itl_ms_p99": _percentile(self.itl_ms, 99),
-                    "ttft_ms_last": self.ttft_ms_last,
-                },
-                "kv": {
-                    "cells_used": self.kv_cells_used,
-                    "cells_total": self.kv_cells_total,
-                    "bytes_used": self.kv_cells_used * self.kv_bytes_per_cell,
-                    "bytes_total": self.kv_cells_total * self.kv_bytes_per_cell,
-                    "used_pct": 100.0 * self.kv_cells_used / max(self.kv_cells_total, 1),
-                },
-                "prefix_cache": {
-                    "hits": self.prefix_hits,
-                    "misses": self.prefix_misses,
-                    "tokens_saved": self.prefix_tokens_saved,
-                    "entries": self.prefix_entries,
-                },
-                "step": {
-                    "steps": self.steps,
-                    "step_ms_avg": 1000.0 * self.step_s_total / steps,
-                    "python_ms_avg": 1000.0 * self.python_s_total / steps,
-                    "batch_tokens_avg": self.batch_tokens_total / steps,
-                },
-                "uptime_s": time.time() - self.started,
-            }
+            return StatsSnapshot(
+                requests=RequestStats(
+                    running=self.running,
+                    queued=self.queued,
+                    completed=self.completed,
+                    errors=self.errors,
+                    rejected_busy=self.rejected_busy,
+                    cancelled=self.cancelled,
+                ),
+                tokens=TokenStats(
+                    prompt_total=self.prompt_total,
+                    prompt_decoded_total=self.prompt_decoded_total,
+                    generated_total=self.generated_total,
+                    prompt_tokens_per_s=prompt_rate,
+                    gen_tokens_per_s=gen_rate,
+                ),
+                latency=LatencyStats(
+                    ttft_ms_p50=_percentile(self.ttft_ms, 50),
+                    ttft_ms_p99=_percentile(self.ttft_ms, 99),
+                    itl_ms_p50=_percentile(self.itl_ms, 50),
+                    itl_ms_p99=_percentile(self.itl_ms, 99),
+                    ttft_ms_last=self.ttft_ms_last,
+                ),
+                kv=KvStats(
+                    cells_used=self.kv_cells_used,
+                    cells_total=self.kv_cells_total,
+                    bytes_used=self.kv_cells_used * self.kv_bytes_per_cell,
+                    bytes_total=self.kv_cells_total * self.kv_bytes_per_cell,
+                    used_pct=100.0 * self.kv_cells_used / max(self.kv_cells_total, 1),
+                ),
+                prefix_cache=PrefixCacheStats(
+                    hits=self.prefix_hits,
+                    misses=self.prefix_misses,
+                    tokens_saved=self.prefix_tokens_saved,
+                    entries=self.prefix_entries,
+                ),
+                step=StepStats(
+                    steps=self.steps,
+                    step_ms_avg=1000.0 * self.step_s_total / steps,
+                    python_ms_avg=1000.0 * self.python_s_total / steps,
+                    batch_tokens_avg=self.batch_tokens_total / steps,
+                    preemptions=preemptions,
+                ),
+                uptime_s=time.time() - self.started,
+                model=model,
+                system=system,
+                ready=ready,
+            )

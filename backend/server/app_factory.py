@@ -9,7 +9,6 @@ import logging
 import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Any
 
 from fastapi import Depends, FastAPI
 from fastapi.middleware.cors import CORSMiddleware
@@ -18,6 +17,7 @@ from fastapi.responses import HTMLResponse, JSONResponse
 from prometheus_client import CollectorRegistry
 
 from backend.engine.engine import Engine
+from backend.engine.stats_model import StatsSnapshot
 from backend.server.arrival_tracking import ArrivalTracking
 from backend.server.auth import require_api_key
 from backend.server.body_limit import BodySizeLimit
@@ -86,7 +86,7 @@ def create_app(
     app.state.engine_settings = engine_settings
     app.state.server_settings = server_settings
 
-    def snapshot() -> dict[str, Any] | None:
+    def snapshot() -> StatsSnapshot | None:
         engine: Engine | None = app.state.engine
         return engine.stats() if engine is not None and engine.ready else None
 

@@ -1,98 +1,108 @@
-"""Prometheus view of the engine stats, read at scrape time (exact, no double bookkeeping)."""
+"""Prometheus view of the engine stats, read at scrape time (exact, no double bookkeeping).
+
+The metrics are the :class:`StatsSnapshot` fields that name one (``metric_field``), found by
+walking the model; the fields of a list's items (the GPUs) become labelled families.
+"""
 
 from __future__ import annotations
 
+import typing
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
+from pydantic import BaseModel
+from pydantic.fields import FieldInfo
 
-PREFIX = "quantdesk"
+from backend.engine.stats_model import METRIC_KEY, METRIC_TYPE_KEY, StatsSnapshot
 
-# (section, key, metric suffix, help, kind)
-_FIELDS: list[tuple[str, str, str, str, str]] = [
-    ("requests", "running", "requests_running", "Sequences generating now", "gauge"),
-    ("requests", "queued", "requests_queued", "Requests waiting for a sequence", "gauge"),
-    ("requests", "completed", "requests_completed", "Requests finished", "counter"),
-    ("requests", "errors", "requests_errors", "Requests failed inside the engine", "counter"),
-    (
-        "requests",
-        "rejected_busy",
-        "requests_rejected_busy",
-        "Requests refused: queue full",
-        "counter",
-    ),
-    ("requests", "cancelled", "requests_cancelled", "Requests cancelled by the client", "counter"),
-    ("tokens", "prompt_total", "prompt_tokens", "Prompt tokens received", "counter"),
-    ("tokens", "prompt_decoded_total", "prompt_tokens_decoded", "Prompt tokens decoded", "counter"),
-    ("tokens", "generated_total", "generated_tokens", "Tokens generated", "counter"),
-    ("tokens", "prompt_tokens_per_s", "prompt_tokens_per_second", "Prompt throughput", "gauge"),
-    (
-        "tokens",
-        "gen_tokens_per_s",
-        "generation_tokens_per_second",
-        "Generation throughput",
-        "gauge",
-    ),
-    ("latency", "ttft_ms_p50", "ttft_ms_p50", "Time to first token, median", "gauge"),
-    ("latency", "ttft_ms_p99", "ttft_ms_p99", "Time to first token, p99", "gauge"),
-    ("latency", "itl_ms_p50", "itl_ms_p50", "Inter-token latency, median", "gauge"),
-    ("latency", "itl_ms_p99", "itl_ms_p99", "Inter-token latency, p99", "gauge"),
-    ("kv", "cells_used", "kv_cells_used", "KV cells in use", "gauge"),
-    ("kv", "cells_total", "kv_cells_total", "KV cells in the cache", "gauge"),
-    ("kv", "bytes_used", "kv_bytes_used", "KV bytes in use", "gauge"),
-    ("kv", "bytes_total", "kv_bytes_total", "KV cache size in bytes", "gauge"),
-    ("kv", "used_pct", "kv_used_percent", "KV cache use in percent", "gauge"),
-    ("prefix_cache", "hits", "prefix_cache_hits", "Requests that reused cached KV", "counter"),
-    ("prefix_cache", "misses", "prefix_cache_misses", "Requests with no cached prefix", "counter"),
-    (
-        "prefix_cache",
-        "tokens_saved",
-        "prefix_cache_tokens_saved",
-        "Prompt tokens not recomputed",
-        "counter",
-    ),
-    (
-        "prefix_cache",
-        "entries",
-        "prefix_cache_entries",
-        "Finished sequences kept for reuse",
-        "gauge",
-    ),
-    ("step", "steps", "steps", "Decode steps", "counter"),
-    ("step", "step_ms_avg", "step_ms_avg", "Mean decode step time", "gauge"),
-    ("step", "python_ms_avg", "step_python_ms_avg", "Mean Python time per step", "gauge"),
-    ("system", "rss_bytes", "process_rss_bytes", "Server resident memory", "gauge"),
-    ("system", "cpu_pct", "process_cpu_percent", "Server CPU use", "gauge"),
-    ("system", "ram_used_bytes", "ram_used_bytes", "Machine RAM in use", "gauge"),
-    ("system", "ram_total_bytes", "ram_total_bytes", "Machine RAM", "gauge"),
-]
+
+@dataclass(frozen=True)
+class MetricSpec:
+    """One exported field: its metric and where its value sits in a snapshot."""
+
+    name: str
+    help: str
+    metric_type: str
+    path: tuple[str, ...]  # attribute names from the snapshot to the value (or to the list)
+    item_field: str | None = None  # for a list: the field of each item
+    label: tuple[str, str] | None = None  # for a list: label name, item field with its value
+
+    def family(self) -> CounterMetricFamily | GaugeMetricFamily:
+        cls = CounterMetricFamily if self.metric_type == "counter" else GaugeMetricFamily
+        labels = [self.label[0]] if self.label else None
+        return cls(self.name, self.help, labels=labels)
+
+
+def _spec(
+    field: FieldInfo,
+    path: tuple[str, ...],
+    item_field: str | None = None,
+    label: tuple[str, str] | None = None,
+) -> MetricSpec | None:
+    extra = field.json_schema_extra
+    if not isinstance(extra, dict) or METRIC_KEY not in extra:
+        return None
+    name, metric_type = str(extra[METRIC_KEY]), str(extra[METRIC_TYPE_KEY])
+    return MetricSpec(name, field.description or "", metric_type, path, item_field, label)
+
+
+def _model_type(annotation: object) -> type[BaseModel] | None:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    return None
+
+
+def metric_specs(model: type[BaseModel], path: tuple[str, ...] = ()) -> Iterator[MetricSpec]:
+    """Every exported field of ``model`` and of its sections, in declaration order."""
+    for name, field in model.model_fields.items():
+        here = (*path, name)
+        section = _model_type(field.annotation)
+        is_list = typing.get_origin(field.annotation) is list
+        item = _model_type(typing.get_args(field.annotation)[0]) if is_list else None
+        if section is not None:
+            yield from metric_specs(section, here)
+            continue
+        if item is None:
+            specs = [_spec(field, here)]
+        else:
+            label: tuple[str, str] | None = getattr(item, "metric_label", None)
+            if label is None:
+                raise TypeError(f"{item.__name__} needs metric_label to be exported per item")
+            specs = [_spec(f, here, n, label) for n, f in item.model_fields.items()]
+        yield from (spec for spec in specs if spec is not None)
+
+
+SPECS = tuple(metric_specs(StatsSnapshot))
+
+
+def _at(snapshot: StatsSnapshot, path: tuple[str, ...]) -> Any:
+    value: Any = snapshot
+    for name in path:
+        value = getattr(value, name)
+    return value
 
 
 class EngineCollector(Collector):
-    def __init__(self, snapshot: Callable[[], dict[str, Any] | None]) -> None:
+    def __init__(self, snapshot: Callable[[], StatsSnapshot | None]) -> None:
         self._snapshot = snapshot
 
     def collect(self) -> Iterator[Metric]:
         snap = self._snapshot()
         if snap is None:
             return
-        for section, key, suffix, doc, kind in _FIELDS:
-            value = snap.get(section, {}).get(key)
-            if value is None:
-                continue
-            name = f"{PREFIX}_{suffix}"
-            family = CounterMetricFamily if kind == "counter" else GaugeMetricFamily
-            yield family(name, doc, value=float(value))
-        vram_used = GaugeMetricFamily(
-            f"{PREFIX}_gpu_vram_used_bytes", "VRAM in use", labels=["gpu"]
-        )
-        vram_total = GaugeMetricFamily(
-            f"{PREFIX}_gpu_vram_total_bytes", "VRAM size", labels=["gpu"]
-        )
-        for gpu in snap.get("system", {}).get("gpus", []):
-            vram_used.add_metric([str(gpu["index"])], float(gpu["vram_used_bytes"]))
-            vram_total.add_metric([str(gpu["index"])], float(gpu["vram_total_bytes"]))
-        yield vram_used
-        yield vram_total
+        for spec in SPECS:
+            value = _at(snap, spec.path)
+            family = spec.family()
+            if spec.item_field is None:
+                if value is None:  # a latency percentile before its first sample
+                    continue
+                family.add_metric([], float(value))
+            else:
+                assert spec.label is not None
+                for item in value:
+                    label = str(getattr(item, spec.label[1]))
+                    family.add_metric([label], float(getattr(item, spec.item_field)))
+            yield family

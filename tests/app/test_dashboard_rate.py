@@ -9,38 +9,7 @@ from pytestqt.qtbot import QtBot
 
 from app.main_window import MainWindow
 from app.pages.dashboard_page import DashboardPage
-
-
-def _snapshot(i: int) -> dict[str, object]:
-    """A /v1/stats body in the documented shape (values vary with i)."""
-    return {
-        "requests": {"running": i % 3, "queued": i % 2, "completed": i, "errors": 0},
-        "tokens": {"gen_tokens_per_s": 50.0 + i, "prompt_tokens_per_s": 200.0},
-        "latency": {"ttft_ms_p50": 80.0, "ttft_ms_p99": 150.0, "ttft_ms_last": None},
-        "kv": {
-            "cells_used": 10 * i,
-            "cells_total": 1024,
-            "bytes_used": 23040 * 10 * i,
-            "bytes_total": 23040 * 1024,
-            "used_pct": 100 * 10 * i / 1024,
-        },
-        "prefix_cache": {"hits": i // 4, "misses": i // 5, "tokens_saved": 7 * i},
-        "system": {
-            "rss_bytes": 2.5e8,
-            "cpu_pct": 90.0,
-            "ram_used_bytes": 3e9,
-            "ram_total_bytes": 2.5e10,
-            "gpus": [
-                {
-                    "index": 0,
-                    "name": "Test GPU",
-                    "vram_used_bytes": 2**30 * i / 10,
-                    "vram_total_bytes": 8 * 2**30,
-                }
-            ],
-            "gpu_note": None,
-        },
-    }
+from tests.server.stats_sample import sample_stats
 
 
 def test_ten_hertz_stats_one_redraw_timer(window: MainWindow, qtbot: QtBot) -> None:
@@ -57,7 +26,7 @@ def test_ten_hertz_stats_one_redraw_timer(window: MainWindow, qtbot: QtBot) -> N
         now = time.monotonic()
         lags.append(now - last[0])
         last[0] = now
-        dash.on_stats({**_snapshot(sent), "_received_at": now})
+        dash.on_stats(sample_stats(sent), received_at=now)
         sent += 1
 
     timer = QTimer()
@@ -72,6 +41,8 @@ def test_ten_hertz_stats_one_redraw_timer(window: MainWindow, qtbot: QtBot) -> N
     assert max(lags[1:]) < 1.0, f"the event loop stalled for {max(lags[1:]):.2f} s"
     assert dash.tiles["done"].value.text() == "29"
     assert dash.tiles["kv"].value.text() == "290 / 1024"
+    assert dash.tiles["ttft"].value.text() == "80 / 150 ms"
+    assert dash.tiles["prefix"].value.text() == "7"  # 29 // 4
     # a GPU in the stats shows its curve and name instead of the "no NVIDIA GPU" state
     assert dash.vram_stack.currentWidget() is dash.plots["vram"]
     assert len(dash.curves["vram"][0].xData) == 30

@@ -20,6 +20,7 @@ from app.pages.dashboard_page import DashboardPage
 from app.pages.server_page import ServerPage
 from app.server_process import ServerState
 from app.theme import human_bytes
+from backend.engine.stats_model import StatsSnapshot
 
 START_TIMEOUT_MS = 180_000
 REPLY_TIMEOUT_MS = 120_000
@@ -65,8 +66,8 @@ def test_serve_chat_watch_crash_restart(window: MainWindow, qtbot: QtBot) -> Non
     in_flight: list[int] = []
     deltas: list[str] = []
 
-    def on_stats(stats: dict[str, Any]) -> None:
-        running_seen.append(int(stats["requests"]["running"]))
+    def on_stats(stats: StatsSnapshot) -> None:
+        running_seen.append(stats.requests.running)
 
     window.context.stats_received.connect(on_stats)
     stats_before = dash.stats_count

@@ -1,10 +1,13 @@
-"""/health goes 503 -> 200; /metrics parses; /v1/stats carries the dashboard's fields."""
+"""/health goes 503 -> 200; /metrics parses and carries every metric of the stats model;
+/v1/stats serves the model with the dashboard's fields."""
 
 from __future__ import annotations
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
+from backend.engine.stats_model import StatsSnapshot
+from backend.server.metrics_collector import SPECS
 from tests.server.conftest import LiveServer, start_server, wait_healthy
 
 HTTP = httpx.Client(timeout=120.0)
@@ -37,6 +40,8 @@ def test_metrics_parse_with_prometheus_parser(live_server: LiveServer) -> None:
         "quantdesk_process_rss_bytes",
     ):
         assert name in families, sorted(families)
+    # every metric the model declares, once traffic has filled the latency percentiles
+    assert {spec.name for spec in SPECS} <= set(families), sorted(families)
     total = families["quantdesk_kv_cells_total"].samples[0].value
     assert total == 4096
     assert families["quantdesk_generated_tokens"].samples[0].value >= 4
@@ -44,6 +49,9 @@ def test_metrics_parse_with_prometheus_parser(live_server: LiveServer) -> None:
 
 def test_stats_fields(live_server: LiveServer) -> None:
     s = live_server.stats()
+    snapshot = StatsSnapshot.model_validate(s)  # the served body is the model, key for key
+    assert snapshot.model_dump(mode="json") == s
+    assert snapshot.ready and snapshot.model.id == "SmolLM2-135M-Instruct"
     assert s["model"]["n_ctx"] == 4096 and s["model"]["n_parallel"] == 8
     assert isinstance(s["model"]["gpu_offload_supported"], bool)
     assert s["kv"]["cells_total"] == 4096

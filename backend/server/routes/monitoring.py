@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from backend.engine.stats_model import StatsSnapshot
 from backend.server.auth import has_valid_key, require_api_key
 from backend.server.generation import ready_engine
 
@@ -36,9 +35,9 @@ async def health(request: Request) -> JSONResponse:
 
 
 @router.get("/v1/stats", dependencies=[Depends(require_api_key)])
-async def stats(request: Request) -> dict[str, Any]:
-    snapshot: dict[str, Any] = ready_engine(request).stats()
-    return snapshot
+async def stats(request: Request) -> StatsSnapshot:
+    """The engine's counters, rates, latencies, KV and memory use (docs/STATS.md)."""
+    return ready_engine(request).stats()
 
 
 @router.get("/metrics", dependencies=[Depends(require_api_key)])
