@@ -9,7 +9,7 @@ from typing import TextIO
 from backend.core.units import human_bytes, human_duration, text_bar
 from backend.hub.download_manager import DownloadProgress
 
-__all__ = ["TerminalProgressBar", "human_bytes", "human_duration"]
+__all__ = ["TerminalProgressBar", "human_bytes"]
 
 
 class TerminalProgressBar:

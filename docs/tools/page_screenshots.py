@@ -21,25 +21,11 @@ import logging
 import os
 import sys
 import tempfile
-import time
-from collections.abc import Callable
 from pathlib import Path
 
-from docs.tools.serving_screenshots import parse_size
+from docs.tools.serving_screenshots import parse_size, wait_until
 
 log = logging.getLogger(__name__)
-
-
-def _wait(condition: Callable[[], bool], timeout_s: float) -> bool:
-    from PySide6.QtWidgets import QApplication
-
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        QApplication.processEvents()
-        if condition():
-            return True
-        time.sleep(0.02)
-    return False
 
 
 def _start_hub(smollm2: Path) -> object:
@@ -54,47 +40,24 @@ def _start_hub(smollm2: Path) -> object:
         StandInFile(f"SmolLM2-135M-Instruct-{q}.gguf", source=smollm2)
         for q in ("Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M", "Q4_1", "Q3_K_M", "Q2_K")
     ]
-    hub.add(
-        StandInRepo(
-            "bartowski/SmolLM2-135M-Instruct-GGUF",
-            [readme, *files],
-            tags=["gguf", "llama"],
-            library_name="gguf",
-            downloads=48_213,
-            likes=37,
+    repos = [  # repo, its files, downloads, likes, gated
+        ("bartowski/SmolLM2-135M-Instruct-GGUF", files, 48_213, 37, False),
+        ("HuggingFaceTB/SmolLM2-135M-Instruct-GGUF", [files[4]], 21_870, 52, False),
+        ("QuantFactory/SmolLM2-360M-Instruct-GGUF", [files[3]], 3_411, 9, False),
+        ("unsloth/SmolLM2-1.7B-Instruct-GGUF", [files[0]], 12_094, 18, "auto"),
+    ]
+    for repo_id, repo_files, downloads, likes, gated in repos:
+        hub.add(
+            StandInRepo(
+                repo_id,
+                [readme, *repo_files],
+                tags=["gguf", "llama"],
+                library_name="gguf",
+                downloads=downloads,
+                likes=likes,
+                gated=gated,
+            )
         )
-    )
-    hub.add(
-        StandInRepo(
-            "HuggingFaceTB/SmolLM2-135M-Instruct-GGUF",
-            [readme, files[4]],
-            tags=["gguf", "llama"],
-            library_name="gguf",
-            downloads=21_870,
-            likes=52,
-        )
-    )
-    hub.add(
-        StandInRepo(
-            "QuantFactory/SmolLM2-360M-Instruct-GGUF",
-            [readme, files[3]],
-            tags=["gguf", "llama"],
-            library_name="gguf",
-            downloads=3_411,
-            likes=9,
-        )
-    )
-    hub.add(
-        StandInRepo(
-            "unsloth/SmolLM2-1.7B-Instruct-GGUF",
-            [readme, files[0]],
-            tags=["gguf", "llama"],
-            library_name="gguf",
-            downloads=12_094,
-            likes=18,
-            gated="auto",
-        )
-    )
     hub.start()
     os.environ["HF_ENDPOINT"] = hub.url
     os.environ["HF_HUB_OFFLINE"] = "0"
@@ -130,7 +93,7 @@ def take(out: Path, size: tuple[int, int] = (1440, 900)) -> list[Path]:
 
     def grab(key: str, name: str) -> None:
         window.show_page(key)
-        _wait(lambda: False, 0.5)
+        wait_until(lambda: False, 0.5)
         for problem in layout_problems(window):
             log.warning("%s: %s", name, problem)
         path = out / f"{name}.png"
@@ -142,14 +105,14 @@ def take(out: Path, size: tuple[int, int] = (1440, 900)) -> list[Path]:
     quant = window.page("quantize")
     assert isinstance(quant, QuantizePage)
     window.show_page("quantize")
-    _wait(lambda: bool(quant.entries), 30)
+    wait_until(lambda: bool(quant.entries), 30)
     quant.select_library_path(str(smollm2))
     for name, check in quant.type_checks.items():
         check.setChecked(name in ("Q8_0", "Q6_K", "Q4_K_M"))
     quant.threads_spin.setValue(int(threads))
     card = quant.start()
     assert card is not None
-    _wait(lambda: card.state not in ("queued", "running"), 300)
+    wait_until(lambda: card.state not in ("queued", "running"), 300)
     card.toggle_log()
     grab("quantize", "quantize")
 
@@ -157,7 +120,7 @@ def take(out: Path, size: tuple[int, int] = (1440, 900)) -> list[Path]:
     assert isinstance(compare, ComparePage)
     window.show_page("compare")
     root = ModelLibrary().root
-    _wait(lambda: len(compare.entries) >= 4, 30)
+    wait_until(lambda: len(compare.entries) >= 4, 30)
     compare.set_reference(str(root / "SmolLM2-135M-Instruct-Q8_0.gguf"))
     compare.set_candidates(
         [
@@ -174,7 +137,7 @@ def take(out: Path, size: tuple[int, int] = (1440, 900)) -> list[Path]:
     compare.chunks_spin.setValue(8)
     compare.threads_spin.setValue(int(threads))
     compare.start()
-    _wait(lambda: compare.job is None, 900)
+    wait_until(lambda: compare.job is None, 900)
     grab("compare", "compare")
     compare.results.tabs.setCurrentIndex(1)
     compare.results.prompt_combo.setCurrentIndex(1)
@@ -184,20 +147,20 @@ def take(out: Path, size: tuple[int, int] = (1440, 900)) -> list[Path]:
     models = window.page("models")
     assert isinstance(models, ModelsPage)
     window.show_page("models")
-    _wait(lambda: len(models.library.entries) >= 4, 30)
+    wait_until(lambda: len(models.library.entries) >= 4, 30)
     models.library.select_path(str(root / "SmolLM2-135M-Instruct-Q4_K_M.gguf"))
     grab("models", "models")
     models.tabs.setCurrentIndex(1)
     hub_tab = models.hub
     hub_tab.search_edit.setText("SmolLM2")
     hub_tab.search()
-    _wait(lambda: hub_tab.results_list.count() > 0, 30)
+    wait_until(lambda: hub_tab.results_list.count() > 0, 30)
     hub_tab.results_list.setCurrentRow(0)
-    _wait(lambda: "Fit:" in hub_tab.fit_note.text(), 60)
+    wait_until(lambda: "Fit:" in hub_tab.fit_note.text(), 60)
     hub_tab.files_table.selectRow(3)
     hub_tab.download_selected()
     row = hub_tab.download_list.rows[0]
-    _wait(lambda: row.bar.value() > 350, 120)
+    wait_until(lambda: row.bar.value() > 350, 120)
     grab("models", "models-hub")
     window.close()
     hub.stop()  # type: ignore[attr-defined]

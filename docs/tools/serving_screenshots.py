@@ -28,13 +28,13 @@ from pathlib import Path
 log = logging.getLogger(__name__)
 
 
-def _wait(app: object, condition: Callable[[], bool], timeout_s: float) -> bool:
+def wait_until(condition: Callable[[], bool], timeout_s: float) -> bool:
+    """Run the event loop until ``condition()`` holds (True) or ``timeout_s`` passes (False)."""
     from PySide6.QtWidgets import QApplication
 
-    assert isinstance(app, QApplication)
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        app.processEvents()
+        QApplication.processEvents()
         if condition():
             return True
         time.sleep(0.02)
@@ -64,7 +64,7 @@ def take(
     from app.pages.chat_page import ChatPage
     from app.server_process import ServerState
 
-    app = create_app([sys.argv[0]])
+    create_app([sys.argv[0]])
     settings = AppSettings(autostart_server=False)
     settings.server.ctx_size = 2048
     settings.server.parallel = 4
@@ -78,7 +78,7 @@ def take(
 
     def grab(key: str) -> None:
         window.show_page(key)
-        _wait(app, lambda: False, 0.4)
+        wait_until(lambda: False, 0.4)
         path = out / f"{key}.png"
         window.grab().save(str(path))
         shots.append(path)
@@ -86,7 +86,7 @@ def take(
 
     server = window.context.server
     window.context.start_server()
-    if not _wait(app, lambda: server.state is ServerState.RUNNING, 180):
+    if not wait_until(lambda: server.state is ServerState.RUNNING, 180):
         raise SystemExit(f"server did not start: {server.last_error}")
 
     chat = window.page("chat")
@@ -100,14 +100,14 @@ def take(
     )
     chat.send()
     window.show_page("dashboard")
-    _wait(app, lambda: not chat.is_streaming(), 120)
+    wait_until(lambda: not chat.is_streaming(), 120)
     # a little concurrent load so the charts have shape
     for prompt in ("Name three planets.", "What is a GGUF file?"):
         chat.new_conversation()
         chat.composer.setPlainText(prompt)
         chat.max_tokens_spin.setValue(60)
         chat.send()
-        _wait(app, lambda: not chat.is_streaming(), 120)
+        wait_until(lambda: not chat.is_streaming(), 120)
     chat.open_conversation(chat.store.list()[-1].id)
     if bench:
         page = window.page("bench")
@@ -118,7 +118,7 @@ def take(
         page.prompt_spin.setValue(32)
         page.max_tokens_spin.setValue(24)
         page.start()
-        _wait(app, lambda: page.worker is None, 300)
+        wait_until(lambda: page.worker is None, 300)
     for key in pages:
         grab(key)
     window.close()
