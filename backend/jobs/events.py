@@ -20,6 +20,7 @@ Readers call :func:`parse_event` on each line and dispatch on the event's class.
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
@@ -52,15 +53,7 @@ class ProgressEvent(_Event):
 
     @classmethod
     def from_progress(cls, p: Progress) -> ProgressEvent:
-        return cls(
-            stage=p.stage,
-            done=p.done,
-            total=p.total,
-            message=p.message,
-            tokens=p.tokens,
-            phase=p.phase,
-            phases=p.phases,
-        )
+        return cls(**asdict(p))
 
     @property
     def fraction(self) -> float:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import io
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -22,29 +21,22 @@ from backend.jobs.events import (
 )
 from backend.jobs.job_session import JobSession
 from backend.jobs.progress import Progress
+from tests.jobs.cli_child import start_quantdesk
 
 
 def _compare_child(model: Path, *extra: str) -> subprocess.Popen[str]:
-    """``quantdesk compare`` with the model as reference and candidate, as CliJob runs it."""
-    return subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "backend.entrypoints.main",
-            "compare",
-            "--reference",
-            str(model),
-            str(model),
-            "--no-answers",
-            "--no-speed",
-            "--threads",
-            "1",
-            "--progress-jsonl",
-            *extra,
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+    """``quantdesk compare`` with the model as reference and candidate."""
+    return start_quantdesk(
+        "compare",
+        "--reference",
+        str(model),
+        str(model),
+        "--no-answers",
+        "--no-speed",
+        "--threads",
+        "1",
+        "--progress-jsonl",
+        *extra,
     )
 
 

@@ -18,6 +18,7 @@ from backend.jobs.events import ErrorEvent, parse_event
 from backend.jobs.progress import Progress
 from quantize.errors import QuantizeCancelledError
 from quantize.quantizer import quantize_gguf
+from tests.jobs.cli_child import start_quantdesk
 
 FINAL = "SmolLM2-135M-Instruct-Q4_K_M.gguf"
 
@@ -41,25 +42,17 @@ def _start_cli(
     source: Path, out: Path, *extra: str, qtype: str = "Q4_K_M"
 ) -> subprocess.Popen[str]:
     """``quantdesk quantize`` in a child process, as the GUI runs it."""
-    return subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "backend.entrypoints.main",
-            "quantize",
-            str(source),
-            "--type",
-            qtype,
-            "--out",
-            str(out),
-            "--threads",
-            "1",
-            "--progress-jsonl",
-            *extra,
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+    return start_quantdesk(
+        "quantize",
+        str(source),
+        "--type",
+        qtype,
+        "--out",
+        str(out),
+        "--threads",
+        "1",
+        "--progress-jsonl",
+        *extra,
     )
 
 

@@ -11,6 +11,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from backend.engine.engine import Engine
+from backend.llama.tokens import token_to_piece
 from backend.server.auth import require_api_key
 from backend.server.errors import ApiError
 from backend.server.generation import off_loop, ready_engine
@@ -51,13 +52,7 @@ def ensure_utf8(text: str, param: str) -> str:
 
 def token_piece(engine: Engine, token: int) -> bytes:
     """The bytes of one token, special tokens rendered as their text (as llama-server does)."""
-    vocab = engine.runtime.vocab
-    buf = ctypes.create_string_buffer(64)
-    n = llama_cpp.llama_token_to_piece(vocab, token, buf, len(buf), 0, True)
-    if n < 0:
-        buf = ctypes.create_string_buffer(-n)
-        n = llama_cpp.llama_token_to_piece(vocab, token, buf, len(buf), 0, True)
-    return buf.raw[:n]
+    return token_to_piece(engine.runtime.vocab, token, special=True)
 
 
 def detokenize(engine: Engine, tokens: list[int]) -> str:
