@@ -18,7 +18,7 @@ from pytestqt.qtbot import QtBot
 from app.main_window import MINIMUM_SIZE, MainWindow
 from app.pages.dashboard_page import DashboardPage
 from tests.app.layout_check import layout_problems
-from tests.app.test_dashboard_rate import _snapshot
+from tests.server.stats_sample import sample_stats
 
 SIZES = [(1280, 720), (1440, 900), (1920, 1080), (2560, 1440)]
 
@@ -30,7 +30,7 @@ def _show(window: MainWindow, qtbot: QtBot, key: str) -> None:
         assert isinstance(dash, DashboardPage)
         dash.stack.setCurrentIndex(1)
         for i in range(5):
-            dash.on_stats(_snapshot(i))
+            dash.on_stats(sample_stats(i))
         dash.redraw()
     qtbot.wait(60)
 
