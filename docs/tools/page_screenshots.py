@@ -20,10 +20,9 @@ import argparse
 import logging
 import os
 import sys
-import tempfile
 from pathlib import Path
 
-from docs.tools.serving_screenshots import parse_size, wait_until
+from docs.tools.serving_screenshots import open_window, parse_size, wait_until
 
 log = logging.getLogger(__name__)
 
@@ -69,25 +68,17 @@ def _start_hub(smollm2: Path) -> object:
 
 
 def take(out: Path, size: tuple[int, int] = (1440, 900)) -> list[Path]:
-    os.environ.setdefault("QUANTDESK_HOME", tempfile.mkdtemp(prefix="quantdesk-shots-"))
-    from app.app_settings import AppSettings
-    from app.main import create_app
-    from app.main_window import MainWindow
+    from backend.settings.default_model import default_model_path
+
+    smollm2 = default_model_path()
+    hub = _start_hub(smollm2)
+    window = open_window(size)
     from app.pages.compare_page import ComparePage
     from app.pages.models_page import ModelsPage
     from app.pages.quantize_page import QuantizePage
     from backend.hub.library import ModelLibrary
-    from backend.settings.default_model import default_model_path
     from tests.app.layout_check import layout_problems
 
-    smollm2 = default_model_path()
-    hub = _start_hub(smollm2)
-    create_app([sys.argv[0]])
-    settings = AppSettings(autostart_server=False)
-    window = MainWindow(settings)
-    window.confirm_close = False
-    window.resize(*size)
-    window.show()
     out.mkdir(parents=True, exist_ok=True)
     shots: list[Path] = []
 

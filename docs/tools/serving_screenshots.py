@@ -24,6 +24,10 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from app.main_window import MainWindow
 
 log = logging.getLogger(__name__)
 
@@ -50,29 +54,35 @@ def parse_size(text: str) -> tuple[int, int]:
     return int(width), int(height)
 
 
+def open_window(size: tuple[int, int], **server: object) -> MainWindow:
+    """The app's window at ``size``, settings in a temporary ``QUANTDESK_HOME`` (server
+    settings from ``server``), shown, with no autostart and no close question."""
+    os.environ.setdefault("QUANTDESK_HOME", tempfile.mkdtemp(prefix="quantdesk-shots-"))
+    from app.app_settings import AppSettings
+    from app.main import create_app
+    from app.main_window import MainWindow
+
+    create_app([sys.argv[0]])
+    settings = AppSettings(autostart_server=False)
+    settings.server = settings.server.model_copy(update=server)
+    window = MainWindow(settings)
+    window.confirm_close = False
+    window.resize(*size)
+    window.show()
+    return window
+
+
 def take(
     out: Path,
     bench: bool = True,
     pages: tuple[str, ...] = SERVING_PAGES,
     size: tuple[int, int] = (1440, 900),
 ) -> list[Path]:
-    os.environ.setdefault("QUANTDESK_HOME", tempfile.mkdtemp(prefix="quantdesk-shots-"))
-    from app.app_settings import AppSettings
-    from app.main import create_app
-    from app.main_window import MainWindow
+    window = open_window(size, ctx_size=2048, parallel=4, port=0)
     from app.pages.bench_page import BenchPage
     from app.pages.chat_page import ChatPage
     from app.server_process import ServerState
 
-    create_app([sys.argv[0]])
-    settings = AppSettings(autostart_server=False)
-    settings.server.ctx_size = 2048
-    settings.server.parallel = 4
-    settings.server.port = 0
-    window = MainWindow(settings)
-    window.confirm_close = False
-    window.resize(*size)
-    window.show()
     out.mkdir(parents=True, exist_ok=True)
     shots: list[Path] = []
 

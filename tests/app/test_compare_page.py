@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,8 +15,7 @@ from app.page_models.compare_runs import RESULT_COLUMNS, CompareOptions, Outcome
 from app.pages.compare_page import ComparePage
 from backend.entrypoints.main import build_parser
 from backend.hub.library import ModelLibrary
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.jobs.cli_child import start_quantdesk
 
 
 def _page(qtbot: QtBot, settings: AppSettings) -> ComparePage:
@@ -33,26 +30,10 @@ def _page(qtbot: QtBot, settings: AppSettings) -> ComparePage:
 def _make_q8_0(source: Path) -> Path:
     """A second model in the library: SmolLM2 re-quantised to Q8_0 by the real CLI."""
     out = ModelLibrary().root
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "backend.entrypoints.main",
-            "quantize",
-            str(source),
-            "--type",
-            "Q8_0",
-            "--allow-requantize",
-            "--out",
-            str(out),
-            "--threads",
-            "2",
-        ],
-        check=True,
-        cwd=ROOT,
-        capture_output=True,
-        timeout=300,
-    )
+    args = ("--type", "Q8_0", "--allow-requantize", "--out", str(out), "--threads", "2")
+    proc = start_quantdesk("quantize", str(source), *args)
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err
     return out / "SmolLM2-135M-Instruct-Q8_0.gguf"
 
 
