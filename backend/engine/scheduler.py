@@ -45,7 +45,7 @@ import numpy as np
 from backend.engine.arrivals import Arrivals
 from backend.engine.engine_stats import EngineStats
 from backend.engine.errors import EngineStoppedError, GrammarDeadEndError, QueueFullError
-from backend.engine.kv_accounting import KvAccounting
+from backend.engine.kv_cache import KvCache
 from backend.engine.model_runtime import ModelRuntime, logits_row
 from backend.engine.request_types import (
     EngineEvent,
@@ -88,7 +88,7 @@ class Scheduler:
         self._outbox: list[tuple[EventSink, EngineEvent]] = []
         self._cache: OrderedDict[int, CacheEntry] = OrderedDict()
         self._free_ids = list(range(runtime.n_seq_max - 1, -1, -1))
-        self._kv = KvAccounting(runtime.n_ctx)
+        self.kv = KvCache(runtime.memory, runtime.n_ctx)
         self._per_slot = not runtime.kv_unified
         self._admit_counter = 0
         self._n_batch = runtime.n_batch
@@ -280,7 +280,7 @@ class Scheduler:
             return self._admit_to_slot(seq, matched, src)
         need = len(seq.tokens) - matched
         protect = {src} if src >= 0 else set()
-        while self._kv.free - self._pending_cells() - need < self.watermark:
+        while self.kv.free - self._pending_cells() - need < self.watermark:
             if not self._evict_cache_entry(protect):
                 if self._running:
                     return "wait"
@@ -290,14 +290,12 @@ class Scheduler:
         if self._free_ids:
             seq.seq_id = self._free_ids.pop()
             if matched > 0:
-                llama_cpp.llama_memory_seq_cp(self.rt.memory, src, seq.seq_id, 0, matched)
-                self._kv.copy_prefix(src, seq.seq_id, matched)
+                self.kv.copy_prefix(src, seq.seq_id, matched)
         elif src_cached and src in self._cache:
             # adopt the cache entry itself: keep its first `matched` cells
             self._cache.pop(src)
             seq.seq_id = src
-            llama_cpp.llama_memory_seq_rm(self.rt.memory, src, matched, -1)
-            self._kv.truncate(src, matched)
+            self.kv.keep(src, matched)
         else:
             return "wait"
         self._admitted(seq, matched)
@@ -323,12 +321,11 @@ class Scheduler:
             # the new prompt doesn't just extend what dst caches: keep that elsewhere
             self._move_cached_slot(dst, avoid=src, kept=matched if dst == src else 0)
         if matched > 0 and src != dst:
-            # cross-stream copies are whole-stream; applied at the next llama_decode
-            llama_cpp.llama_memory_seq_cp(self.rt.memory, src, dst, -1, -1)
-        llama_cpp.llama_memory_seq_rm(self.rt.memory, dst, matched, -1)
+            self.kv.copy_stream(src, dst)
+        self.kv.keep(dst, matched)
         if src in self._cache:
             self._cache.move_to_end(src)
-        self._claim_slot(dst, matched)
+        self._claim_slot(dst)
         seq.seq_id = dst
         self._admitted(seq, matched)
         return "admitted"
@@ -344,17 +341,15 @@ class Scheduler:
             if not spare or len(self._cache[spare[0]].tokens) >= len(tokens) - kept:
                 return
         to = spare[0]
-        llama_cpp.llama_memory_seq_cp(self.rt.memory, slot, to, -1, -1)
-        self._claim_slot(to, len(tokens))
+        self.kv.copy_stream(slot, to)
+        self._claim_slot(to)
         self._cache[to] = CacheEntry(to, tokens)
 
-    def _claim_slot(self, slot: int, n_cells: int) -> None:
-        """``slot`` now holds ``n_cells`` cells for a new owner: no longer free or cached."""
+    def _claim_slot(self, slot: int) -> None:
+        """``slot`` has a new owner: it is no longer free or cached."""
         self._cache.pop(slot, None)
         if slot in self._free_ids:
             self._free_ids.remove(slot)
-        self._kv.remove(slot)
-        self._kv.extend(slot, n_cells)
 
     def _admitted(self, seq: Sequence, matched: int) -> None:
         seq.n_past = matched
@@ -379,8 +374,7 @@ class Scheduler:
         return False
 
     def _release_seq_id(self, seq_id: int) -> None:
-        llama_cpp.llama_memory_seq_rm(self.rt.memory, seq_id, -1, -1)
-        self._kv.remove(seq_id)
+        self.kv.rm(seq_id)
         self._free_ids.append(seq_id)
 
     def _preempt_youngest(self) -> bool:
@@ -447,7 +441,7 @@ class Scheduler:
         t0 = time.perf_counter()
         plan = self._plan()
         need = sum(n for group in plan for _, n in group)
-        while need > self._kv.free:
+        while need > self.kv.free:
             if not (self._evict_cache_entry(set()) or self._preempt_youngest()):
                 break
             plan = self._plan()
@@ -512,8 +506,9 @@ class Scheduler:
         t_samp = time.perf_counter()
         for seq, row, rows in scored:
             self._score_prompt(seq, row, rows)
+        kv = self.kv
         for seq, n in plan:
-            self._kv.extend(seq.seq_id, n)
+            kv.add_cells(seq.seq_id, n)
             seq.n_past += n
         for seq, index in logits_at:
             if seq.request.max_tokens == 0:  # scoring only: the prompt is all there is
@@ -570,7 +565,7 @@ class Scheduler:
 
     def _decode_failed(self, rc: int, plan: list[tuple[Sequence, int]]) -> None:
         for seq, _ in plan:  # drop anything half-written by the failed call
-            llama_cpp.llama_memory_seq_rm(self.rt.memory, seq.seq_id, seq.n_past, -1)
+            self.kv.keep(seq.seq_id, seq.n_past)
         if rc == 1 and self._preempt_youngest():
             return
         message = f"llama_decode failed (code {rc})"
@@ -649,8 +644,7 @@ class Scheduler:
         cancelled alike: a stopped answer's conversation is asked again. Free it when
         there is nothing to keep or no cache."""
         if seq.n_past > 0 and (self._per_slot or self.cache_entries > 0):
-            llama_cpp.llama_memory_seq_rm(self.rt.memory, seq.seq_id, seq.n_past, -1)
-            self._kv.truncate(seq.seq_id, seq.n_past)
+            self.kv.keep(seq.seq_id, seq.n_past)
             entry = CacheEntry(seq.seq_id, np.asarray(seq.tokens[: seq.n_past], dtype=np.int32))
             self._cache[seq.seq_id] = entry
             while not self._per_slot and len(self._cache) > self.cache_entries:
@@ -680,7 +674,7 @@ class Scheduler:
         with stats.lock():
             stats.running = len(self._running)
             stats.queued = len(self._waiting)
-            stats.kv_cells_used = self._kv.used
-            stats.kv_cells_total = self._kv.n_cells
+            stats.kv_cells_used = self.kv.used
+            stats.kv_cells_total = self.kv.n_cells
             stats.kv_bytes_per_cell = self.rt.kv_bytes_per_cell
             stats.prefix_entries = len(self._cache)

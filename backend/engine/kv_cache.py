@@ -1,0 +1,138 @@
+"""The KV cache of the scheduler's context, and an exact count of the cells in use.
+
+llama.cpp's unified KV cache shares cells between sequences after
+``llama_memory_seq_cp``. :class:`KvAccounting` mirrors that: each sequence holds an
+ordered list of segments (runs of positions); a copied prefix shares the source's
+segments, and a segment's cells are freed only when its last holder lets it go. With a
+KV stream per slot nothing is shared: a copy is a whole stream of the copy's own.
+
+:class:`KvCache` makes each ``llama_memory_seq_*`` call together with its accounting, so
+the two cannot drift apart. :class:`KvAccounting` alone is the same cache without a model:
+admission takes either, and tests run it in milliseconds.
+"""
+
+from __future__ import annotations
+
+import llama_cpp
+
+
+class _Segment:
+    __slots__ = ("holders", "length")
+
+    def __init__(self, length: int, holders: set[int]) -> None:
+        self.length = length
+        self.holders = holders
+
+
+class KvAccounting:
+    """Cells per sequence id, counted as llama.cpp holds them; no model involved."""
+
+    def __init__(self, n_cells: int) -> None:
+        self.n_cells = n_cells
+        self.used = 0
+        self._segments: dict[int, list[_Segment]] = {}
+
+    @property
+    def free(self) -> int:
+        return self.n_cells - self.used
+
+    def length(self, seq_id: int) -> int:
+        """Positions ``seq_id`` holds."""
+        return sum(s.length for s in self._segments.get(seq_id, ()))
+
+    def add_cells(self, seq_id: int, n: int) -> None:
+        """``n`` new cells were written for ``seq_id`` alone (by ``llama_decode``)."""
+        if n <= 0:
+            return
+        segs = self._segments.setdefault(seq_id, [])
+        if segs and segs[-1].holders == {seq_id}:
+            segs[-1].length += n
+        else:
+            segs.append(_Segment(n, {seq_id}))
+        self.used += n
+
+    def copy_prefix(self, src: int, dst: int, n: int) -> None:
+        """``dst`` (empty) now shares the first ``n`` cells of ``src`` (unified KV)."""
+        assert not self._segments.get(dst), "destination sequence must be empty"
+        self._split_at(src, n)
+        taken: list[_Segment] = []
+        covered = 0
+        for seg in self._segments.get(src, []):
+            if covered >= n:
+                break
+            seg.holders.add(dst)
+            taken.append(seg)
+            covered += seg.length
+        self._segments[dst] = taken
+
+    def copy_stream(self, src: int, dst: int) -> None:
+        """``dst``'s stream becomes a copy of ``src``'s, whatever it held (KV per slot)."""
+        self._forget(dst)
+        self.add_cells(dst, self.length(src))
+
+    def keep(self, seq_id: int, n: int) -> None:
+        """Drop the cells of ``seq_id`` at positions >= ``n``."""
+        self._split_at(seq_id, n)
+        covered = 0
+        kept: list[_Segment] = []
+        for seg in self._segments.get(seq_id, []):
+            if covered < n:
+                kept.append(seg)
+            else:
+                self._release(seg, seq_id)
+            covered += seg.length
+        self._segments[seq_id] = kept
+
+    def rm(self, seq_id: int) -> None:
+        """Drop every cell of ``seq_id``."""
+        self._forget(seq_id)
+
+    def _forget(self, seq_id: int) -> None:
+        for seg in self._segments.pop(seq_id, []):
+            self._release(seg, seq_id)
+
+    def _release(self, seg: _Segment, seq_id: int) -> None:
+        seg.holders.discard(seq_id)
+        if not seg.holders:
+            self.used -= seg.length
+
+    def _split_at(self, seq_id: int, n: int) -> None:
+        """Make ``n`` fall on a segment boundary of ``seq_id`` (and of every sharer)."""
+        covered = 0
+        for seg in self._segments.get(seq_id, []):
+            if covered + seg.length > n > covered:
+                head = _Segment(n - covered, set(seg.holders))
+                tail = _Segment(seg.length - (n - covered), set(seg.holders))
+                for holder in seg.holders:
+                    lst = self._segments[holder]
+                    i = lst.index(seg)
+                    lst[i : i + 1] = [head, tail]
+                return
+            covered += seg.length
+            if covered >= n:
+                return
+
+
+class KvCache(KvAccounting):
+    """The ``llama_memory`` of one context: each change is made there and counted here."""
+
+    def __init__(self, memory: llama_cpp.llama_memory_t, n_cells: int) -> None:
+        super().__init__(n_cells)
+        self._memory = memory
+
+    def copy_prefix(self, src: int, dst: int, n: int) -> None:
+        llama_cpp.llama_memory_seq_cp(self._memory, src, dst, 0, n)
+        super().copy_prefix(src, dst, n)
+
+    def copy_stream(self, src: int, dst: int) -> None:
+        # cross-stream copies are whole-stream; llama.cpp applies them at the next decode
+        llama_cpp.llama_memory_seq_cp(self._memory, src, dst, -1, -1)
+        super().copy_stream(src, dst)
+
+    def keep(self, seq_id: int, n: int) -> None:
+        llama_cpp.llama_memory_seq_rm(self._memory, seq_id, n, -1)
+        super().keep(seq_id, n)
+
+    def rm(self, seq_id: int) -> None:
+        llama_cpp.llama_memory_seq_rm(self._memory, seq_id, -1, -1)
+        super().rm(seq_id)
