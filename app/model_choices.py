@@ -116,7 +116,7 @@ def model_facts(value: str) -> ModelFacts | None:
 
 
 def describe(facts: ModelFacts) -> str:
-    from app.theme import human_bytes
+    from backend.core.units import human_bytes
 
     parts = [human_bytes(facts.size_bytes)]
     if facts.params:

@@ -7,8 +7,9 @@ from PySide6.QtGui import QColor, QPainter, QPaintEvent
 from PySide6.QtWidgets import QGridLayout, QLabel, QWidget
 
 from app.fit_adapter import FitView
-from app.theme import BAD, GOOD, WARN, human_bytes
+from app.theme import BAD, GOOD, WARN
 from app.widgets.fit_badge import VERDICT_LOOKS
+from backend.core.units import human_bytes
 
 
 class _Meter(QWidget):

@@ -9,7 +9,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from backend.entrypoints.progress_bar import TerminalProgressBar, human_bytes
+from backend.core.units import human_bytes
+from backend.entrypoints.progress_bar import TerminalProgressBar
 from backend.entrypoints.quantize_cmd import positive_int
 from backend.fit.fit_estimate import FitEstimate, estimate_fit
 from backend.fit.memory_probe import probe_memory

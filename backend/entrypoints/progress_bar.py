@@ -9,8 +9,6 @@ from typing import TextIO
 from backend.core.units import human_bytes, human_duration, text_bar
 from backend.hub.download_manager import DownloadProgress
 
-__all__ = ["TerminalProgressBar", "human_bytes"]
-
 
 class TerminalProgressBar:
     """Redraws one line per file with ``\\r``; at most ~10 redraws a second."""
