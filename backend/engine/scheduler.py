@@ -22,8 +22,7 @@ in one micro-batch. If that slot still caches something, the prefix is first mov
 spare slot. A shared prefix held by another slot is copied whole-stream, then trimmed.
 When no slot is empty, a request that extends a cached slot's prefix (a conversation's
 next turn) runs in that slot, wherever it is, rather than push another prefix out.
-A step whose prompt chunks are long enough for the CPU's tiled flash attention
-(``FA_TILE`` rows per slot) decodes them in a call of their own, apart from the decode rows.
+What each step decodes, in one or two calls, is :mod:`backend.engine.step_planner`'s.
 
 Events for clients are gathered during a step and handed over in one burst right
 before the next ``llama_decode``, which releases the GIL for the whole forward
@@ -58,13 +57,12 @@ from backend.engine.request_types import (
 )
 from backend.engine.sampler_chain import GRAMMAR_DONE
 from backend.engine.sequence import CacheEntry, Sequence, common_prefix
+from backend.engine.step_planner import StepPlan, plan_step
 
 log = logging.getLogger(__name__)
 
 # Wait for a running prefill rather than recompute, when it would save this many tokens.
 MIN_SHARED_PREFIX = 32
-# ggml's CPU flash attention runs its fast tiled kernel from this many query rows per KV stream.
-FA_TILE = 64
 # Before admitting new prompts, wait at most this long for requests still being prepared.
 ARRIVAL_WINDOW_S = 0.02
 
@@ -397,58 +395,19 @@ class Scheduler:
         return True
 
     # ---- one decode step ------------------------------------------------------------
-    def _plan(self) -> list[list[tuple[Sequence, int]]]:
-        """Tokens to decode this step, per sequence, as the batches of one or two
-        ``llama_decode`` calls: one token for every sequence that is generating, then
-        prompt chunks up to ``n_batch``. A chunk that ends a prompt reads its logits in
-        the same step, so a sequence's first token never waits for a later (possibly
-        prefill-heavy) step. A prefill that requests are waiting on stops at the end of
-        the prefix they share (``branch_at``): they join in the next step, and every
-        prompt in it has only its own suffix left.
-
-        With a KV stream per slot, llama.cpp cuts a batch into micro-batches of equal
-        tokens per slot over runs of consecutive slot ids, and its CPU flash attention
-        only takes the fast tiled kernel with at least ``FA_TILE`` query rows per slot.
-        A decode row next to a new prompt would cut the prompt to 1 + (n - 1) rows, and a
-        short chunk would cut its long neighbours down to its own length. So long prompt
-        chunks get their own call, decode rows and short chunks the other, and only
-        the step's first prompt may start a short chunk just to use up the budget."""
-        decode: list[tuple[Sequence, int]] = []
-        prompt: list[tuple[Sequence, int]] = []
-        budget = self._n_batch
-        for seq in self._running:
-            if seq.remaining == 1 and budget > 0:
-                decode.append((seq, 1))
-                budget -= 1
-        for seq in self._running:
-            if seq.remaining > 1 and budget > 0:
-                want = seq.remaining
-                if seq.n_past < seq.branch_at:
-                    want = min(want, seq.branch_at - seq.n_past)
-                chunk = min(want, budget)
-                if self._per_slot and prompt and chunk < min(want, FA_TILE):
-                    continue  # next step, in one piece (the first prompt always goes)
-                prompt.append((seq, chunk))
-                budget -= chunk
-        if not self._per_slot:
-            return [decode + prompt] if decode or prompt else []
-        long = [item for item in prompt if item[1] >= FA_TILE]
-        rest = decode + [item for item in prompt if item[1] < FA_TILE]
-        by_slot = [sorted(group, key=lambda item: item[0].seq_id) for group in (rest, long)]
-        return [group for group in by_slot if group]
+    def _plan(self) -> StepPlan:
+        return plan_step(self._running, n_batch=self._n_batch, per_slot=self._per_slot)
 
     def _step(self) -> None:
         t0 = time.perf_counter()
         plan = self._plan()
-        need = sum(n for group in plan for _, n in group)
-        while need > self.kv.free:
+        while plan.n_tokens > self.kv.free:
             if not (self._evict_cache_entry(set()) or self._preempt_youngest()):
                 break
             plan = self._plan()
-            need = sum(n for group in plan for _, n in group)
         decode_s = sample_s = 0.0
         prompt_tokens = gen_tokens = n_tokens = 0
-        for group in plan:
+        for group in plan.calls:
             if any(seq not in self._running for seq, _ in group):
                 continue  # a failed call before this one dropped or preempted it
             timings = self._decode_and_sample(group)

@@ -16,8 +16,9 @@ import pytest
 from backend.bench.prompts import request_prompt, shared_prefix
 from backend.engine.engine import Engine
 from backend.engine.request_types import EngineEvent, FinishEvent, SamplingParams, TokenEvent
-from backend.engine.scheduler import FA_TILE, Scheduler
+from backend.engine.scheduler import Scheduler
 from backend.engine.sequence import Sequence
+from backend.engine.step_planner import FA_TILE
 from backend.settings.engine_settings import EngineSettings
 
 SLOTS = 4
@@ -66,7 +67,7 @@ def tick(sched: Scheduler) -> list[list[tuple[Sequence, int]]]:
     """One iteration of the scheduler loop; returns the plan the step ran."""
     sched._collect(block=False)
     sched._admit()
-    plan = sched._plan()
+    plan = sched._plan().calls
     if sched._running:
         sched._step()
     sched._flush_events()

@@ -1,0 +1,67 @@
+"""What one scheduler step decodes: a pure function of the running sequences.
+
+Every step decodes one token for each generating sequence, then prompt chunks of
+admitted sequences up to ``n_batch`` (chunked prefill). A chunk that ends a prompt reads
+its logits in the same step, so a sequence's first token never waits for a later
+(possibly prefill-heavy) step. A prefill that requests are waiting on stops at the end
+of the prefix they share (``branch_at``, set by admission): they join in the next step,
+and every prompt in it has only its own suffix left.
+
+With a KV stream per slot, llama.cpp cuts a batch into micro-batches of equal tokens per
+slot over runs of consecutive slot ids, and its CPU flash attention only takes the fast
+tiled kernel with at least ``FA_TILE`` query rows per slot. A decode row next to a new
+prompt would cut the prompt to 1 + (n - 1) rows, and a short chunk would cut its long
+neighbours down to its own length. So long prompt chunks get a ``llama_decode`` call of
+their own, decode rows and short chunks the other, and only the step's first prompt may
+start a short chunk just to use up the budget.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from backend.engine.sequence import Sequence
+
+# ggml's CPU flash attention runs its fast tiled kernel from this many query rows per KV stream.
+FA_TILE = 64
+
+
+@dataclass
+class StepPlan:
+    """The batches of one step's ``llama_decode`` calls, in order: (sequence, tokens)."""
+
+    calls: list[list[tuple[Sequence, int]]] = field(default_factory=list)
+
+    @property
+    def n_tokens(self) -> int:
+        return sum(n for call in self.calls for _, n in call)
+
+
+def plan_step(
+    running: list[Sequence], *, n_batch: int, per_slot: bool, fa_tile: int = FA_TILE
+) -> StepPlan:
+    """Tokens to decode this step, per sequence, as the batches of one or two
+    ``llama_decode`` calls (two only with ``per_slot``, see the module docstring)."""
+    decode: list[tuple[Sequence, int]] = []
+    prompt: list[tuple[Sequence, int]] = []
+    budget = n_batch
+    for seq in running:
+        if seq.remaining == 1 and budget > 0:
+            decode.append((seq, 1))
+            budget -= 1
+    for seq in running:
+        if seq.remaining > 1 and budget > 0:
+            want = seq.remaining
+            if seq.n_past < seq.branch_at:
+                want = min(want, seq.branch_at - seq.n_past)
+            chunk = min(want, budget)
+            if per_slot and prompt and chunk < min(want, fa_tile):
+                continue  # next step, in one piece (the first prompt always goes)
+            prompt.append((seq, chunk))
+            budget -= chunk
+    if not per_slot:
+        return StepPlan([decode + prompt] if decode or prompt else [])
+    long = [item for item in prompt if item[1] >= fa_tile]
+    rest = decode + [item for item in prompt if item[1] < fa_tile]
+    by_slot = [sorted(group, key=lambda item: item[0].seq_id) for group in (rest, long)]
+    return StepPlan([group for group in by_slot if group])
