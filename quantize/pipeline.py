@@ -58,7 +58,8 @@ def resolve_source(
 
 def _download(repo_id: str, progress: ProgressCallback, cancel: threading.Event | None) -> Path:
     try:
-        from backend.hub.download_manager import DownloadProgress, pull
+        from backend.hub.download_manager import pull
+        from backend.hub.download_progress import DownloadProgress
         from backend.hub.hub_search import list_repo_files
     except ImportError as exc:
         raise QuantizeError(f"downloading from the Hub is not available: {exc}") from exc

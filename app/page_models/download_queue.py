@@ -8,7 +8,7 @@ from enum import StrEnum
 from pathlib import Path
 
 from backend.core.units import human_bytes
-from backend.hub.download_manager import DownloadProgress
+from backend.hub.download_progress import DownloadProgress
 
 
 class DownloadState(StrEnum):

@@ -11,7 +11,8 @@ import threading
 import time
 from collections.abc import Callable
 
-from backend.hub.download_manager import DownloadProgress, pull
+from backend.hub.download_manager import pull
+from backend.hub.download_progress import DownloadProgress
 
 # At most this many progress reports per second reach the GUI.
 REPORT_EVERY_S = 0.1

@@ -15,7 +15,8 @@ from backend.entrypoints.quantize_cmd import positive_int
 from backend.fit.fit_estimate import FitEstimate, estimate_fit
 from backend.fit.memory_probe import probe_memory
 from backend.gguf_file.gguf_header import read_gguf_header
-from backend.hub.download_manager import DownloadManager, DownloadProgress
+from backend.hub.download_manager import DownloadManager
+from backend.hub.download_progress import DownloadProgress
 from backend.hub.hub_search import (
     RepoListing,
     list_repo_files,

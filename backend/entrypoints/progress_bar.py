@@ -7,7 +7,7 @@ import time
 from typing import TextIO
 
 from backend.core.units import human_bytes, human_duration, text_bar
-from backend.hub.download_manager import DownloadProgress
+from backend.hub.download_progress import DownloadProgress
 
 
 class TerminalProgressBar:

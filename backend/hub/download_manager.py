@@ -18,17 +18,13 @@ download that cannot fit on disk.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import logging
 import os
-import shutil
 import threading
-import time
-from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 from urllib.parse import urlparse
 
 from huggingface_hub import constants, get_hf_file_metadata, hf_hub_url
@@ -36,9 +32,14 @@ from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_st
 
 from backend.core.units import human_bytes
 from backend.gguf_file.split_gguf import split_part_names
+from backend.hub.download_checks import check_disk_space, verify_download
+from backend.hub.download_progress import (
+    DownloadProgress,
+    DownloadStage,
+    ProgressCallback,
+    RateMeter,
+)
 from backend.hub.errors import (
-    ChecksumMismatchError,
-    DiskSpaceError,
     DownloadCancelledError,
     DownloadError,
     HubConnectionError,
@@ -56,38 +57,6 @@ SOURCE_FILE = ".quantdesk-source.json"
 # What the quantiser and the converter write before renaming it into the library
 # (quantize.output_files.part_path); they hold sole_writer() on it while they do.
 OUTPUT_PART_GLOB = "*.gguf.part"
-# Keep this much free beyond the download itself.
-DISK_MARGIN_BYTES = 64 << 20
-
-
-DownloadStage = Literal["downloading", "verifying", "done"]
-
-
-@dataclass(frozen=True)
-class DownloadProgress:
-    """Where one download stands."""
-
-    repo_id: str
-    filename: str
-    stage: DownloadStage
-    done_bytes: int
-    total_bytes: int | None
-    bytes_per_s: float
-    eta_s: float | None
-    file_index: int = 1
-    file_count: int = 1
-
-    @property
-    def fraction(self) -> float | None:
-        if not self.total_bytes:
-            return None
-        return min(1.0, self.done_bytes / self.total_bytes)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "fraction": self.fraction}
-
-
-ProgressCallback = Callable[[DownloadProgress], None]
 
 
 def repo_folder_name(repo_id: str) -> str:
@@ -102,25 +71,6 @@ def _safe_relative(filename: str) -> Path:
     return rel
 
 
-class _RateMeter:
-    """Speed over a sliding window of a few seconds, and the ETA it implies."""
-
-    def __init__(self, window_s: float = 3.0) -> None:
-        self.window_s = window_s
-        self.samples: list[tuple[float, int]] = []
-
-    def add(self, done: int) -> float:
-        now = time.monotonic()
-        self.samples.append((now, done))
-        while len(self.samples) > 2 and now - self.samples[0][0] > self.window_s:
-            self.samples.pop(0)
-        t0, d0 = self.samples[0]
-        return (done - d0) / (now - t0) if now > t0 else 0.0
-
-
-HashProgress = Callable[[int], None]
-
-
 @dataclass(frozen=True)
 class _Transfer:
     """One file on its way from the Hub to its ``.part`` file."""
@@ -133,55 +83,6 @@ class _Transfer:
     size: int | None
     file_index: int
     file_count: int
-
-
-def _hash_file(
-    path: Path, algorithm: str, prefix: bytes = b"", progress: HashProgress | None = None
-) -> str:
-    digest = hashlib.new(algorithm)
-    digest.update(prefix)
-    done = 0
-    with path.open("rb") as fh:
-        while chunk := fh.read(8 << 20):
-            digest.update(chunk)
-            done += len(chunk)
-            if progress is not None:
-                progress(done)
-    return digest.hexdigest()
-
-
-def _verify(path: Path, hub_file: HubFile, progress: HashProgress | None = None) -> None:
-    """Check SHA-256 (LFS files) or the git blob SHA-1 (small files) of a complete file."""
-    if hub_file.sha256:
-        actual = _hash_file(path, "sha256", progress=progress)
-        expected = hub_file.sha256.lower()
-        algo = "SHA-256"
-    elif hub_file.blob_id:
-        size = path.stat().st_size
-        actual = _hash_file(path, "sha1", prefix=f"blob {size}\0".encode(), progress=progress)
-        expected = hub_file.blob_id.lower()
-        algo = "git blob SHA-1"
-    else:
-        log.warning("%s: the Hub published no checksum; size checked only", hub_file.path)
-        return
-    if actual != expected:
-        path.unlink(missing_ok=True)
-        raise ChecksumMismatchError(
-            f"{hub_file.path}: {algo} mismatch (expected {expected}, got {actual}); "
-            "the corrupt download was deleted and nothing was added to the library: "
-            "retry the download"
-        )
-
-
-def check_disk_space(folder: Path, needed: int, what: str) -> None:
-    """Raise DiskSpaceError when ``folder``'s disk cannot take ``needed`` more bytes."""
-    free = shutil.disk_usage(folder).free
-    if needed + DISK_MARGIN_BYTES > free:
-        raise DiskSpaceError(
-            f"not enough free disk space for {what}: it needs {human_bytes(needed)}, "
-            f"only {human_bytes(free)} free in {folder}; free some space or point "
-            "QUANTDESK_MODELS_DIR at a bigger disk"
-        )
 
 
 def _discard_unwritten(parts: list[Path], busy: str) -> list[tuple[Path, int]]:
@@ -364,7 +265,7 @@ class DownloadManager:
             self._report(repo_id, hub_file, "verifying", hashed, done, 0.0, file_index, file_count)
 
         hashing(0)
-        _verify(part, hub_file, hashing)
+        verify_download(part, hub_file, hashing)
         target.parent.mkdir(parents=True, exist_ok=True)
         os.replace(part, target)
         self._report(repo_id, hub_file, "done", done, size, 0.0, file_index, file_count)
@@ -413,7 +314,7 @@ class DownloadManager:
         if have:
             request_headers["Range"] = f"bytes={have}-"
             log.info("resuming %s at byte %d", hub_file.path, have)
-        meter = _RateMeter()
+        meter = RateMeter()
         endpoint = self.settings.endpoint()
         chunk_bytes = self.settings.download_chunk_bytes
         with (

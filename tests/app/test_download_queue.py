@@ -4,7 +4,7 @@ what each row says."""
 from __future__ import annotations
 
 from app.page_models.download_queue import Download, DownloadQueue, DownloadState
-from backend.hub.download_manager import DownloadProgress
+from backend.hub.download_progress import DownloadProgress
 
 MIB = 2**20
 

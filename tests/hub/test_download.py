@@ -19,8 +19,9 @@ from typing import Any
 import pytest
 
 from backend.entrypoints.main import main
-from backend.hub import download_manager
-from backend.hub.download_manager import DownloadManager, DownloadProgress, pull
+from backend.hub import download_checks, download_manager
+from backend.hub.download_manager import DownloadManager, pull
+from backend.hub.download_progress import DownloadProgress
 from backend.hub.errors import (
     ChecksumMismatchError,
     DiskSpaceError,
@@ -279,7 +280,7 @@ def test_full_disk_is_refused_before_downloading(
         usage = real(path)
         return usage._replace(free=10 << 20)
 
-    monkeypatch.setattr(download_manager.shutil, "disk_usage", nearly_full)
+    monkeypatch.setattr(download_checks.shutil, "disk_usage", nearly_full)
     with pytest.raises(DiskSpaceError, match=r"needs \d+\.\d MiB, only 10\.0 MiB free"):
         pull(GGUF_REPO)
     assert _blob_gets(hub) == []
