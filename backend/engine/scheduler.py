@@ -1,28 +1,11 @@
 """Continuous batching over llama.cpp's low-level API, on one thread.
 
-Every step builds one ``llama_batch``: one token for each generating sequence,
-then prompt chunks of admitted sequences up to ``n_batch`` (chunked prefill),
-and calls ``llama_decode`` once. Finished or cancelled sequences leave their slot
-at once (their KV for the tokens already decoded stays as a prefix-cache entry, which
-any new request may evict) and waiting requests are admitted in the very next step.
-
-Prefix sharing: a new prompt that shares a prefix with KV already held (a
-running sequence or a finished one kept in the prefix cache) gets those cells
-through ``llama_memory_seq_cp`` instead of recomputing them. When several
-requests with the same long system prompt arrive together, the first one
-prefills it and the others wait until it is computed, then copy it: N requests,
-one prefill. That prefill pauses where the prompts branch, so the next step holds
-every request's own suffix.
-
-With ``--kv-per-slot`` every sequence id is a slot with its own KV stream (llama.cpp's
-non-unified cache, as llama-server runs with an explicit ``-np``): a row attends only to
-its own slot. Idle slots keep their last prompt as the prefix cache. A new request takes
-the lowest idle slot, so the running slots stay contiguous and llama.cpp keeps each step
-in one micro-batch. If that slot still caches something, the prefix is first moved to a
-spare slot. A shared prefix held by another slot is copied whole-stream, then trimmed.
-When no slot is empty, a request that extends a cached slot's prefix (a conversation's
-next turn) runs in that slot, wherever it is, rather than push another prefix out.
-What each step decodes, in one or two calls, is :mod:`backend.engine.step_planner`'s.
+Every step admits waiting requests (:mod:`backend.engine.admission`), plans the tokens
+to decode (:mod:`backend.engine.step_planner`), builds one ``llama_batch`` per planned
+call and runs ``llama_decode``, then samples a token for every sequence whose prompt or
+last token it completed. Finished or cancelled sequences leave their slot at once
+(their KV for the tokens already decoded stays as a prefix-cache entry, which any new
+request may evict) and waiting requests are admitted in the very next step.
 
 Events for clients are gathered during a step and handed over in one burst right
 before the next ``llama_decode``, which releases the GIL for the whole forward
@@ -36,11 +19,12 @@ import logging
 import queue
 import threading
 import time
-from collections import OrderedDict, deque
+from collections import deque
 
 import llama_cpp
 import numpy as np
 
+from backend.engine.admission import AdmissionPolicy, PerSlotAdmission, UnifiedAdmission
 from backend.engine.arrivals import Arrivals
 from backend.engine.engine_stats import EngineStats
 from backend.engine.errors import EngineStoppedError, GrammarDeadEndError, QueueFullError
@@ -56,13 +40,11 @@ from backend.engine.request_types import (
     piece_text,
 )
 from backend.engine.sampler_chain import GRAMMAR_DONE
-from backend.engine.sequence import CacheEntry, Sequence, common_prefix
+from backend.engine.sequence import Sequence
 from backend.engine.step_planner import StepPlan, plan_step
 
 log = logging.getLogger(__name__)
 
-# Wait for a running prefill rather than recompute, when it would save this many tokens.
-MIN_SHARED_PREFIX = 32
 # Before admitting new prompts, wait at most this long for requests still being prepared.
 ARRIVAL_WINDOW_S = 0.02
 
@@ -73,7 +55,6 @@ class Scheduler:
     ) -> None:
         self.rt = runtime
         self.parallel = parallel
-        self.cache_entries = cache_entries
         self.max_queue = max_queue
         self.stats = EngineStats()
         self.arrivals = Arrivals()
@@ -84,17 +65,22 @@ class Scheduler:
         self._waiting: deque[Sequence] = deque()
         self._running: list[Sequence] = []
         self._outbox: list[tuple[EventSink, EngineEvent]] = []
-        self._cache: OrderedDict[int, CacheEntry] = OrderedDict()
-        self._free_ids = list(range(runtime.n_seq_max - 1, -1, -1))
         self.kv = KvCache(runtime.memory, runtime.n_ctx)
         self._per_slot = not runtime.kv_unified
-        self._admit_counter = 0
+        self.admission: AdmissionPolicy
+        if self._per_slot:
+            self.admission = PerSlotAdmission(
+                self.kv, n_seq_max=runtime.n_seq_max, parallel=parallel
+            )
+        else:
+            self.admission = UnifiedAdmission(
+                self.kv, n_seq_max=runtime.n_seq_max, parallel=parallel, cache_entries=cache_entries
+            )
         self._n_batch = runtime.n_batch
         self._batch = llama_cpp.llama_batch_init(self._n_batch, 0, 1)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="quantdesk-scheduler", daemon=True)
         self.failure: str | None = None
-        self.watermark = max(8, min(256, runtime.n_ctx // 32))
         self.preemptions = 0
 
     # ---- called from any thread ------------------------------------------------
@@ -212,179 +198,20 @@ class Scheduler:
             self._queued -= 1
 
     # ---- admission -----------------------------------------------------------------
-    def _pending_cells(self) -> int:
-        return sum(s.remaining for s in self._running)
-
     def _admit(self) -> None:
-        if not self._waiting or len(self._running) >= self.parallel:
-            return
-        deferred: list[Sequence] = []
-        # deferred requests keep their place: later ones take only the slots left over
-        while self._waiting and len(self._running) + len(deferred) < self.parallel:
-            seq = self._waiting.popleft()
-            outcome = self._try_admit(seq)
-            if outcome == "admitted":
-                continue
-            if outcome == "defer":
-                deferred.append(seq)
-                continue
-            self._waiting.appendleft(seq)  # no room: keep FIFO order
-            break
-        self._waiting.extendleft(reversed(deferred))
-
-    def _best_source(self, seq: Sequence, target: np.ndarray) -> tuple[int, int, bool]:
-        """(matched tokens, source seq id or -1, source is a cache entry)."""
-        if seq.request.prompt_logprobs is not None:
-            return 0, -1, False  # every prompt token is scored: none comes from the cache
-        limit = len(seq.tokens) - 1  # at least one token must be decoded for logits
-        best, best_src, best_cached = 0, -1, False
-        for entry in self._cache.values():
-            n = min(common_prefix(target, entry.tokens), limit)
-            if n > best:
-                best, best_src, best_cached = n, entry.seq_id, True
-        for run in self._running:
-            n = min(common_prefix(target, run.prompt_array), limit, run.n_past)
-            if n > best:
-                best, best_src, best_cached = n, run.seq_id, False
-        return best, best_src, best_cached
-
-    def _worth_waiting(self, seq: Sequence, target: np.ndarray, available: int) -> bool:
-        """A running prefill will soon hold a longer shared prefix than is available now.
-        If so, that prefill's ``branch_at`` is set to where the prompts part, so that it
-        pauses there and the waiting request joins in the next step."""
-        if seq.request.prompt_logprobs is not None:
-            return False
-        for run in self._running:
-            if run.n_past >= run.n_prompt:
-                continue
-            limit = len(seq.tokens) - 1
-            future = min(common_prefix(target, run.prompt_array), limit)
-            gain = future - available
-            # wait for a long shared prefix, or for an identical prompt (n > 1, retries)
-            if future > run.n_past and (
-                gain >= MIN_SHARED_PREFIX or (future == limit and gain > 0)
-            ):
-                if not run.n_past < run.branch_at <= future:
-                    run.branch_at = future
-                return True
-        return False
-
-    def _try_admit(self, seq: Sequence) -> str:
-        target = np.asarray(seq.tokens, dtype=np.int32)
-        matched, src, src_cached = self._best_source(seq, target)
-        if self._worth_waiting(seq, target, matched):
-            return "defer"
-        if self._per_slot:
-            return self._admit_to_slot(seq, matched, src)
-        need = len(seq.tokens) - matched
-        protect = {src} if src >= 0 else set()
-        while self.kv.free - self._pending_cells() - need < self.watermark:
-            if not self._evict_cache_entry(protect):
-                if self._running:
-                    return "wait"
-                break  # alone: admission control already checked it fits in n_ctx
-        if not self._free_ids and not (src_cached and src in self._cache):
-            self._evict_cache_entry(protect)
-        if self._free_ids:
-            seq.seq_id = self._free_ids.pop()
-            if matched > 0:
-                self.kv.copy_prefix(src, seq.seq_id, matched)
-        elif src_cached and src in self._cache:
-            # adopt the cache entry itself: keep its first `matched` cells
-            self._cache.pop(src)
-            seq.seq_id = src
-            self.kv.keep(src, matched)
-        else:
-            return "wait"
-        self._admitted(seq, matched)
-        if src_cached and src in self._cache:
-            self._cache.move_to_end(src)
-        return "admitted"
-
-    def _admit_to_slot(self, seq: Sequence, matched: int, src: int) -> str:
-        dst = min([*self._free_ids, *self._cache], default=-1)
-        if dst < 0:
-            return "wait"
-        if (
-            matched >= MIN_SHARED_PREFIX
-            and src in self._cache
-            and dst in self._cache
-            and not self._free_ids
-        ):
-            # Moving dst's prefix away would overwrite a third cached slot: serve the
-            # request from the slot that matches, where its prefix already is.
-            dst = src
-        cached = self._cache.get(dst)
-        if cached is not None and not (dst == src and matched >= len(cached.tokens)):
-            # the new prompt doesn't just extend what dst caches: keep that elsewhere
-            self._move_cached_slot(dst, avoid=src, kept=matched if dst == src else 0)
-        if matched > 0 and src != dst:
-            self.kv.copy_stream(src, dst)
-        self.kv.keep(dst, matched)
-        if src in self._cache:
-            self._cache.move_to_end(src)
-        self._claim_slot(dst)
-        seq.seq_id = dst
-        self._admitted(seq, matched)
-        return "admitted"
-
-    def _move_cached_slot(self, slot: int, *, avoid: int, kept: int = 0) -> None:
-        """Keep the prefix cached in ``slot`` by copying it to an empty slot before ``slot``
-        is reused, where its first ``kept`` tokens stay. With no empty slot it goes over the
-        least recently used cached one, if that holds fewer tokens than would be lost."""
-        tokens = self._cache[slot].tokens
-        spare = [s for s in sorted(self._free_ids, reverse=True) if s != avoid]
-        if not spare:
-            spare = [s for s in self._cache if s not in (slot, avoid)]
-            if not spare or len(self._cache[spare[0]].tokens) >= len(tokens) - kept:
-                return
-        to = spare[0]
-        self.kv.copy_stream(slot, to)
-        self._claim_slot(to)
-        self._cache[to] = CacheEntry(to, tokens)
-
-    def _claim_slot(self, slot: int) -> None:
-        """``slot`` has a new owner: it is no longer free or cached."""
-        self._cache.pop(slot, None)
-        if slot in self._free_ids:
-            self._free_ids.remove(slot)
-
-    def _admitted(self, seq: Sequence, matched: int) -> None:
-        seq.n_past = matched
-        if seq.preempted == 0:
-            seq.cached_tokens = matched
-            if matched > 0:
-                self.stats.prefix_hits += 1
-                self.stats.prefix_tokens_saved += matched
-            else:
-                self.stats.prefix_misses += 1
-        self._admit_counter += 1
-        seq.admit_order = self._admit_counter
-        self._running.append(seq)
-        self._dequeued()
-
-    def _evict_cache_entry(self, protect: set[int]) -> bool:
-        for seq_id in self._cache:
-            if seq_id not in protect:
-                self._cache.pop(seq_id)
-                self._release_seq_id(seq_id)
-                return True
-        return False
-
-    def _release_seq_id(self, seq_id: int) -> None:
-        self.kv.rm(seq_id)
-        self._free_ids.append(seq_id)
+        for seq in self.admission.admit_waiting(self._waiting, self._running):
+            self._dequeued()
+            if seq.preempted == 0:
+                if seq.cached_tokens > 0:
+                    self.stats.prefix_hits += 1
+                    self.stats.prefix_tokens_saved += seq.cached_tokens
+                else:
+                    self.stats.prefix_misses += 1
 
     def _preempt_youngest(self) -> bool:
-        if len(self._running) <= 1:
+        victim = self.admission.preempt_youngest(self._running)
+        if victim is None:
             return False
-        victim = max(self._running, key=lambda s: s.admit_order)
-        self._running.remove(victim)
-        self._release_seq_id(victim.seq_id)
-        victim.seq_id = -1
-        victim.n_past = 0
-        victim.branch_at = 0
-        victim.preempted += 1
         self.preemptions += 1
         with self._queued_lock:
             self._queued += 1
@@ -402,7 +229,7 @@ class Scheduler:
         t0 = time.perf_counter()
         plan = self._plan()
         while plan.n_tokens > self.kv.free:
-            if not (self._evict_cache_entry(set()) or self._preempt_youngest()):
+            if not (self.admission.evict_cached() or self._preempt_youngest()):
                 break
             plan = self._plan()
         decode_s = sample_s = 0.0
@@ -539,7 +366,7 @@ class Scheduler:
         """End one running sequence with an error; the others go on."""
         self._emit_error(seq, message, invalid_request=invalid_request)
         self._running.remove(seq)
-        self._release_seq_id(seq.seq_id)
+        self.admission.release(seq.seq_id)
         seq.seq_id = -1
 
     def _on_token(self, seq: Sequence, token: int) -> None:
@@ -595,22 +422,7 @@ class Scheduler:
             self.stats.completed += 1
         if seq in self._running:
             self._running.remove(seq)
-            self._retire(seq)
-
-    def _retire(self, seq: Sequence) -> None:
-        """Keep the KV of the tokens the sequence decoded as a prefix-cache entry (with
-        per-slot KV the idle slot itself is the cache, with no count limit), finished or
-        cancelled alike: a stopped answer's conversation is asked again. Free it when
-        there is nothing to keep or no cache."""
-        if seq.n_past > 0 and (self._per_slot or self.cache_entries > 0):
-            self.kv.keep(seq.seq_id, seq.n_past)
-            entry = CacheEntry(seq.seq_id, np.asarray(seq.tokens[: seq.n_past], dtype=np.int32))
-            self._cache[seq.seq_id] = entry
-            while not self._per_slot and len(self._cache) > self.cache_entries:
-                self._evict_cache_entry({seq.seq_id})
-        else:
-            self._release_seq_id(seq.seq_id)
-        seq.seq_id = -1
+            self.admission.retire(seq)
 
     def _emit(self, seq: Sequence, event: EngineEvent) -> None:
         self._outbox.append((seq.request.sink, event))
@@ -636,4 +448,4 @@ class Scheduler:
             stats.kv_cells_used = self.kv.used
             stats.kv_cells_total = self.kv.n_cells
             stats.kv_bytes_per_cell = self.rt.kv_bytes_per_cell
-            stats.prefix_entries = len(self._cache)
+            stats.prefix_entries = len(self.admission.cache)

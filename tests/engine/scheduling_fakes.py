@@ -1,5 +1,7 @@
-"""Sequences and a decode without a model, for step-planning tests.
+"""A KV cache and a decode without a model, for admission and step-planning tests.
 
+:class:`RecordingKv` is the engine's own cell accounting (what :class:`KvCache` counts
+beside llama.cpp) and logs each change :class:`KvCache` would make in llama.cpp.
 :func:`decode` applies a step plan as the scheduler does after a successful
 ``llama_decode``: the cells are written, and a sequence whose prompt or last token was
 completed gets one more token.
@@ -14,6 +16,35 @@ from backend.engine.request_types import GenerationRequest, SamplingParams
 from backend.engine.sequence import Sequence
 from backend.engine.step_planner import StepPlan
 from backend.engine.stop_detector import StopDetector
+
+KvOp = tuple[str, int, int] | tuple[str, int, int, int]
+
+
+class RecordingKv(KvAccounting):
+    def __init__(self, n_cells: int) -> None:
+        super().__init__(n_cells)
+        self.ops: list[KvOp] = []
+
+    def copy_prefix(self, src: int, dst: int, n: int) -> None:
+        assert self.length(src) >= n, "copying cells the source does not hold"
+        self.ops.append(("copy_prefix", src, dst, n))
+        super().copy_prefix(src, dst, n)
+
+    def copy_stream(self, src: int, dst: int) -> None:
+        self.ops.append(("copy_stream", src, dst))
+        super().copy_stream(src, dst)
+
+    def keep(self, seq_id: int, n: int) -> None:
+        self.ops.append(("keep", seq_id, n))
+        super().keep(seq_id, n)
+
+    def rm(self, seq_id: int) -> None:
+        self.ops.append(("rm", seq_id, -1))
+        super().rm(seq_id)
+
+    def take_ops(self) -> list[KvOp]:
+        ops, self.ops = self.ops, []
+        return ops
 
 
 def make_seq(
