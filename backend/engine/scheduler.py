@@ -22,14 +22,14 @@ import time
 from collections import deque
 
 import llama_cpp
-import numpy as np
 
 from backend.engine.admission import AdmissionPolicy, PerSlotAdmission, UnifiedAdmission
 from backend.engine.arrivals import Arrivals
 from backend.engine.engine_stats import EngineStats
 from backend.engine.errors import EngineStoppedError, GrammarDeadEndError, QueueFullError
 from backend.engine.kv_cache import KvCache
-from backend.engine.model_runtime import ModelRuntime, logits_row
+from backend.engine.logprobs import LogprobReader
+from backend.engine.model_runtime import ModelRuntime
 from backend.engine.request_types import (
     EngineEvent,
     ErrorEvent,
@@ -37,7 +37,6 @@ from backend.engine.request_types import (
     FinishEvent,
     TokenEvent,
     TokenLogprob,
-    piece_text,
 )
 from backend.engine.sampler_chain import GRAMMAR_DONE
 from backend.engine.sequence import Sequence
@@ -76,6 +75,7 @@ class Scheduler:
             self.admission = UnifiedAdmission(
                 self.kv, n_seq_max=runtime.n_seq_max, parallel=parallel, cache_entries=cache_entries
             )
+        self.logprobs = LogprobReader(runtime)
         self._n_batch = runtime.n_batch
         self._batch = llama_cpp.llama_batch_init(self._n_batch, 0, 1)
         self._stop = threading.Event()
@@ -114,6 +114,36 @@ class Scheduler:
         llama_cpp.llama_batch_free(self._batch)
 
     # ---- scheduler thread --------------------------------------------------------
+    @property
+    def running(self) -> tuple[Sequence, ...]:
+        """The sequences admitted and not finished, in admission order."""
+        return tuple(self._running)
+
+    def step_once(self, *, block: bool = False) -> StepPlan:
+        """One turn of the scheduler loop: take new requests and cancellations (with
+        ``block``, wait up to 0.5 s for one), admit, and run one step. Returns the plan
+        that step decoded (no calls when none ran). The scheduler thread runs it in a
+        loop; without the thread, a caller drives the engine with it."""
+        self._collect(block=block)
+        if self._stop.is_set():
+            return StepPlan()
+        self._admit()
+        plan = self._step() if self._running else StepPlan()
+        if not self._running:
+            self.deliver_events()  # no decode follows: deliver now
+        self._publish_gauges()
+        return plan
+
+    def deliver_events(self) -> None:
+        """Hand the events gathered so far to their sinks (the loop does this right before
+        each ``llama_decode``, and when nothing runs)."""
+        outbox, self._outbox = self._outbox, []
+        for sink, event in outbox:
+            try:
+                sink(event)
+            except Exception:  # a broken client must not take the engine down
+                log.exception("event sink failed")
+
     def _run(self) -> None:
         llama_cpp.llama_set_n_threads(
             self.rt.ctx,
@@ -122,15 +152,7 @@ class Scheduler:
         )
         try:
             while not self._stop.is_set():
-                self._collect(block=not self._running and not self._waiting)
-                if self._stop.is_set():
-                    break
-                self._admit()
-                if self._running:
-                    self._step()
-                if not self._running:
-                    self._flush_events()  # no decode follows: deliver now
-                self._publish_gauges()
+                self.step_once(block=not self._running and not self._waiting)
         except Exception as exc:  # never leave clients hanging
             log.exception("scheduler crashed")
             self.failure = f"engine failure: {exc}"
@@ -142,7 +164,7 @@ class Scheduler:
                     self._emit_error(seq, "the server is shutting down")
             self._running.clear()
             self._waiting.clear()
-            self._flush_events()
+            self.deliver_events()
 
     def _collect(self, *, block: bool) -> None:
         """Take new requests and cancellations. When new requests came in while others
@@ -225,7 +247,7 @@ class Scheduler:
     def _plan(self) -> StepPlan:
         return plan_step(self._running, n_batch=self._n_batch, per_slot=self._per_slot)
 
-    def _step(self) -> None:
+    def _step(self) -> StepPlan:
         t0 = time.perf_counter()
         plan = self._plan()
         while plan.n_tokens > self.kv.free:
@@ -249,6 +271,7 @@ class Scheduler:
             step_s = time.perf_counter() - t0
             python_s = step_s - decode_s - sample_s
             self.stats.record_step(step_s, python_s, prompt_tokens, gen_tokens, n_tokens)
+        return plan
 
     def _decode_and_sample(
         self, plan: list[tuple[Sequence, int]]
@@ -282,7 +305,7 @@ class Scheduler:
             if not seq.generating:
                 prompt_tokens += n
         batch.n_tokens = i
-        self._flush_events()  # the event loop sends them while llama_decode runs
+        self.deliver_events()  # the event loop sends them while llama_decode runs
         t_dec = time.perf_counter()
         rc = llama_cpp.llama_decode(self.rt.ctx, batch)
         decode_s = time.perf_counter() - t_dec
@@ -291,7 +314,7 @@ class Scheduler:
             return None
         t_samp = time.perf_counter()
         for seq, row, rows in scored:
-            self._score_prompt(seq, row, rows)
+            self.logprobs.score_prompt(seq, row, rows)
         kv = self.kv
         for seq, n in plan:
             kv.add_cells(seq.seq_id, n)
@@ -301,7 +324,7 @@ class Scheduler:
                 self._finish(seq, "length")
                 continue
             want = seq.request.sampling.logprobs
-            logits = self._logits(index) if want is not None else None
+            logits = self.logprobs.logits(index) if want is not None else None
             try:
                 token = seq.sampler.sample(self.rt.ctx, index)
             except GrammarDeadEndError as exc:
@@ -311,39 +334,9 @@ class Scheduler:
                 self._finish(seq, "stop")
                 continue
             if logits is not None and want is not None:
-                self._record_logprob(seq, logits, token, want)
+                self.logprobs.record(seq, logits, token, want)
             self._on_token(seq, token)
         return decode_s, time.perf_counter() - t_samp, prompt_tokens, len(logits_at), i
-
-    def _logits(self, index: int) -> np.ndarray:
-        return logits_row(self.rt.ctx, index, self.rt.n_vocab).astype(np.float64)
-
-    def _record_logprob(self, seq: Sequence, logits: np.ndarray, token: int, top_k: int) -> None:
-        entry = self._logprob_entry(logits, token, top_k)
-        seq.cum_logprob += entry.logprob
-        seq.pending_logprobs.append(entry)
-
-    def _score_prompt(self, seq: Sequence, row: int, rows: int) -> None:
-        """Log-probabilities of the prompt tokens that batch rows ``row..row+rows`` predict
-        (row k at prompt position p predicts token p + 1)."""
-        top_k = seq.request.prompt_logprobs or 0
-        for k in range(rows):
-            token = seq.tokens[seq.n_past + k + 1]
-            seq.prompt_logprobs.append(self._logprob_entry(self._logits(row + k), token, top_k))
-
-    def _logprob_entry(self, logits: np.ndarray, token: int, top_k: int) -> TokenLogprob:
-        """``token``'s log-probability under ``logits`` and the ``top_k`` most likely."""
-        shifted = logits - logits.max()
-        logprobs = shifted - np.log(np.exp(shifted).sum())
-        top: list[tuple[int, str, float]] = []
-        if top_k > 0:
-            idx = np.argpartition(-logprobs, top_k)[:top_k]
-            idx = idx[np.argsort(-logprobs[idx])]
-            top = [(int(i), self._piece_text(int(i)), float(logprobs[i])) for i in idx]
-        return TokenLogprob(token, self._piece_text(token), float(logprobs[token]), top)
-
-    def _piece_text(self, token: int) -> str:
-        return piece_text(self.rt.token_piece(token))
 
     def _take_logprobs(self, seq: Sequence) -> list[TokenLogprob]:
         taken, seq.pending_logprobs = seq.pending_logprobs, []
@@ -426,14 +419,6 @@ class Scheduler:
 
     def _emit(self, seq: Sequence, event: EngineEvent) -> None:
         self._outbox.append((seq.request.sink, event))
-
-    def _flush_events(self) -> None:
-        outbox, self._outbox = self._outbox, []
-        for sink, event in outbox:
-            try:
-                sink(event)
-            except Exception:  # a broken client must not take the engine down
-                log.exception("event sink failed")
 
     def _emit_error(self, seq: Sequence, message: str, *, invalid_request: bool = False) -> None:
         self.stats.errors += 1

@@ -1,8 +1,8 @@
 """How the scheduler cuts work into llama_decode calls, driven step by step on the real model.
 
-The scheduler thread is not started: the test calls the steps the thread would run, so
-it can look at every plan. Each plan is really decoded, so the KV and positions stay
-consistent and a wrong plan fails in llama.cpp too.
+The scheduler thread is not started: the test runs the loop's turns itself with
+:meth:`Scheduler.step_once`, so it can look at every plan. Each plan is really decoded, so
+the KV and positions stay consistent and a wrong plan fails in llama.cpp too.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from backend.engine.engine import Engine
 from backend.engine.request_types import EngineEvent, FinishEvent, SamplingParams, TokenEvent
 from backend.engine.scheduler import Scheduler
 from backend.engine.sequence import Sequence
-from backend.engine.step_planner import FA_TILE
+from backend.engine.step_planner import FA_TILE, StepPlan
 from backend.settings.engine_settings import EngineSettings
 
 SLOTS = 4
@@ -64,18 +64,14 @@ def submit(eng: Engine, text: str, max_tokens: int = 4) -> Inbox:
 
 
 def tick(sched: Scheduler) -> list[list[tuple[Sequence, int]]]:
-    """One iteration of the scheduler loop; returns the plan the step ran."""
-    sched._collect(block=False)
-    sched._admit()
-    plan = sched._plan().calls
-    if sched._running:
-        sched._step()
-    sched._flush_events()
-    return plan
+    """One turn of the scheduler loop, its events delivered; returns the calls it ran."""
+    plan: StepPlan = sched.step_once()
+    sched.deliver_events()
+    return plan.calls
 
 
 def running(sched: Scheduler) -> list[Sequence]:
-    return sorted(sched._running, key=lambda s: s.request.request_id)
+    return sorted(sched.running, key=lambda s: s.request.request_id)
 
 
 def test_a_prefill_others_wait_on_stops_where_their_prompts_branch(engine: Engine) -> None:
@@ -101,7 +97,7 @@ def test_a_prefill_others_wait_on_stops_where_their_prompts_branch(engine: Engin
     assert len(plan) == 1
     assert sorted(n for _, n in plan[0]) == sorted(s.n_prompt - branch for s in (leader, b, c))
     assert all(inbox.first_token for inbox in inboxes)
-    while sched._running:
+    while sched.running:
         tick(sched)
     finishes = [e for inbox in inboxes for e in inbox.events if isinstance(e, FinishEvent)]
     assert [f.completion_tokens for f in finishes] == [4, 4, 4]
@@ -221,13 +217,13 @@ def test_a_cancelled_sequence_leaves_its_decoded_prefix_for_the_next_request(
     assert decoded > seq.n_prompt  # its prompt is in the KV, and a few answer tokens
     engine.cancel(seq.request.request_id)
     tick(sched)
-    assert not sched._running
+    assert not sched.running
     assert any(isinstance(e, FinishEvent) and e.finish_reason == "cancelled" for e in first.events)
     again = submit(engine, prompt, max_tokens=2)
     tick(sched)
     (retry,) = running(sched)
     assert retry.cached_tokens == retry.n_prompt - 1  # all but the token that yields logits
-    while sched._running:
+    while sched.running:
         tick(sched)
     assert [e.completion_tokens for e in again.events if isinstance(e, FinishEvent)] == [2]
 
@@ -241,13 +237,13 @@ def test_a_deferred_request_keeps_its_slot_against_later_ones(engine: Engine) ->
     for k in range(SLOTS - 2):
         submit(engine, request_prompt(30, f"other{k}"))
     tick(sched)  # the leader and SLOTS - 2 others run: one slot is left
-    assert len(sched._running) == SLOTS - 1
+    assert len(sched.running) == SLOTS - 1
     sharer = submit(engine, f"{system}\n\n{request_prompt(40, 'shares')}")
     submit(engine, request_prompt(30, "later"))
     tick(sched)  # the sharer waits for the prefix; the later request must not take its slot
-    assert len(sched._running) == SLOTS - 1
+    assert len(sched.running) == SLOTS - 1
     tick(sched)
-    assert len(sched._running) == SLOTS
-    assert sharer.first_token or any(s.cached_tokens > 800 for s in sched._running)
-    while sched._running:
+    assert len(sched.running) == SLOTS
+    assert sharer.first_token or any(s.cached_tokens > 800 for s in sched.running)
+    while sched.running:
         tick(sched)
