@@ -6,6 +6,7 @@ import itertools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Literal
 
 _ids = itertools.count(1)
 
@@ -68,11 +69,16 @@ class TokenEvent:
     logprobs: list[TokenLogprob] = field(default_factory=list)
 
 
+# "stop": an end-of-generation token, a stop string or a complete grammar; "length":
+# max_tokens or the context is used up; "cancelled": the client went away or cancelled.
+FinishReason = Literal["stop", "length", "cancelled"]
+
+
 @dataclass
 class FinishEvent:
     """The sequence ended; carries the usage and timing figures."""
 
-    finish_reason: str  # "stop" | "length" | "cancelled"
+    finish_reason: FinishReason
     prompt_tokens: int
     completion_tokens: int
     cached_tokens: int

@@ -35,6 +35,7 @@ from backend.engine.request_types import (
     ErrorEvent,
     EventSink,
     FinishEvent,
+    FinishReason,
     TokenEvent,
     TokenLogprob,
 )
@@ -385,7 +386,7 @@ class Scheduler:
         elif seq.completion_tokens >= req.max_tokens or len(seq.tokens) >= self.rt.n_ctx_seq:
             self._finish(seq, "length")
 
-    def _finish(self, seq: Sequence, reason: str) -> None:
+    def _finish(self, seq: Sequence, reason: FinishReason) -> None:
         req = seq.request
         if reason != "cancelled":
             tail = seq.detector.flush()
