@@ -18,17 +18,18 @@ from backend.bench import (
     write_plot,
     write_results_json,
 )
+from backend.entrypoints.quantize_cmd import positive_int
 from backend.jobs.job_session import JobSession, add_progress_jsonl_option
 from backend.jobs.progress import Progress
 
 
 def _levels(text: str) -> tuple[int, ...]:
     try:
-        levels = tuple(int(part) for part in text.split(",") if part.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected numbers like 1,4,8,16, got {text!r}") from None
-    if not levels or any(n < 1 for n in levels):
-        raise argparse.ArgumentTypeError(f"concurrency levels must be >= 1, got {text!r}")
+        levels = tuple(positive_int(part) for part in text.split(",") if part.strip())
+    except argparse.ArgumentTypeError:
+        levels = ()
+    if not levels:
+        raise argparse.ArgumentTypeError(f"expected levels >= 1 like 1,4,8,16, got {text!r}")
     return levels
 
 

@@ -21,7 +21,7 @@ from backend.jobs.events import (
 )
 from backend.jobs.job_session import JobSession
 from backend.jobs.progress import Progress
-from tests.jobs.cli_child import start_quantdesk
+from tests.jobs.cli_child import cancel_child, start_quantdesk
 
 
 def _compare_child(model: Path, *extra: str) -> subprocess.Popen[str]:
@@ -74,14 +74,10 @@ def test_sigint_cancels_the_compare_child_with_the_cancelled_error_event(
         if isinstance(event, ProgressEvent) and event.done >= 1:
             assert event.done < event.total  # it is mid-way, not finished
             break
-    proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130, err
-    last = parse_event(out.strip().splitlines()[-1])
+    last, err = cancel_child(proc, signal.SIGINT)
     assert last == ErrorEvent(
         message="comparison cancelled", exit_code=130, error_type="CompareCancelledError"
     )
-    assert last.cancelled
     assert "Traceback" not in err
 
 

@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
-from backend.jobs.events import ErrorEvent, parse_event
+from backend.jobs.events import ErrorEvent
 from backend.jobs.progress import Progress
 from quantize.errors import QuantizeCancelledError
 from quantize.quantizer import quantize_gguf
-from tests.jobs.cli_child import start_quantdesk
+from tests.jobs.cli_child import cancel_child, start_quantdesk
 
 FINAL = "SmolLM2-135M-Instruct-Q4_K_M.gguf"
 
@@ -101,10 +101,7 @@ def test_killed_cli_leaves_nothing_under_final_name(smollm2_f16: Path, tmp_path:
 def test_sigterm_cancels_cleanly(smollm2_f16: Path, tmp_path: Path) -> None:
     proc = _start_cli(smollm2_f16, tmp_path)
     _wait_for_tensor(proc)
-    proc.send_signal(signal.SIGTERM)
-    out, err = proc.communicate(timeout=30)
-    assert proc.returncode == 130, err
-    last = parse_event(out.strip().splitlines()[-1])
+    last, err = cancel_child(proc, signal.SIGTERM)
     assert last == ErrorEvent(
         message="quantisation cancelled", exit_code=130, error_type="QuantizeCancelledError"
     )
