@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +24,8 @@ from backend.hub.hub_search import (
 )
 from backend.hub.hub_settings import HubSettings
 from backend.hub.library import ModelLibrary
+from backend.jobs.events import ProgressEvent
+from backend.jobs.job_session import JobSession, add_progress_jsonl_option
 from backend.settings.engine_settings import EngineSettings, ServingKnobs
 from backend.settings.flags import add_settings_flags, settings_from_args
 
@@ -102,39 +103,28 @@ def _cmd_files(args: argparse.Namespace) -> int:
 
 
 # --- pull ---------------------------------------------------------------------------------------
-class _JsonlProgress:
-    def __call__(self, p: DownloadProgress) -> None:
-        sys.stdout.write(
-            json.dumps(
-                {
-                    "type": "progress",
-                    "stage": p.stage,
-                    "done": p.done_bytes,
-                    "total": p.total_bytes or 0,
-                    "message": p.filename,
-                    "bytes_per_s": p.bytes_per_s,
-                    "eta_s": p.eta_s,
-                    "file_index": p.file_index,
-                    "file_count": p.file_count,
-                }
-            )
-            + "\n"
-        )
-        sys.stdout.flush()
-
-
 def _cmd_pull(args: argparse.Namespace) -> int:
-    progress = _JsonlProgress() if args.progress_jsonl else TerminalProgressBar(sys.stderr)
-    manager = DownloadManager(_settings(args), progress=progress, cancel=threading.Event())
-    try:
+    with JobSession(jsonl=args.progress_jsonl) as session:
+
+        def report(p: DownloadProgress) -> None:
+            session.emit(
+                ProgressEvent(
+                    stage=p.stage,
+                    done=p.done_bytes,
+                    total=p.total_bytes or 0,
+                    message=p.filename,
+                    phase=p.file_index - 1,
+                    phases=p.file_count,
+                    per_s=p.bytes_per_s,
+                    eta_s=p.eta_s,
+                )
+            )
+
+        progress = report if args.progress_jsonl else TerminalProgressBar(sys.stderr)
+        manager = DownloadManager(_settings(args), progress=progress, cancel=session.cancel)
         paths = manager.pull(args.repo, args.files or None, revision=args.revision)
-    except Exception as exc:
-        if args.progress_jsonl:
-            _out(json.dumps({"type": "error", "message": str(exc)}))
-        raise
-    if args.progress_jsonl:
-        _out(json.dumps({"type": "result", "paths": [str(p) for p in paths]}))
-    else:
+        session.result({"paths": [str(p) for p in paths]})
+    if not args.progress_jsonl:
         for path in paths:
             _out(str(path))
     return 0
@@ -292,11 +282,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("repo")
     p.add_argument("files", nargs="*", metavar="FILE")
     p.add_argument("--revision", help="a branch, tag or commit (default: main)")
-    p.add_argument(
-        "--progress-jsonl",
-        action="store_true",
-        help="print progress as JSON lines on stdout (for the GUI)",
-    )
+    add_progress_jsonl_option(p)
     p.set_defaults(handler=_cmd_pull)
 
     p = sub.add_parser("list", help="list the models in the library")

@@ -1,12 +1,14 @@
 """The ``--progress-jsonl`` protocol: typed events, one JSON object per stdout line.
 
-A job (``quantdesk quantize | compare | bench --progress-jsonl``) writes any number of
+A job (``quantdesk quantize | compare | bench | models pull --progress-jsonl``) writes any number of
 ``progress`` and ``warning`` lines, then exactly one ``result`` or ``error`` line:
 
-- ``{"type": "progress", "stage", "done", "total", "message", "tokens", "phase", "phases"}``:
-  ``done`` of ``total`` units of ``stage`` (the name of what runs now); ``phase`` (0-based)
-  of ``phases`` places it in the whole job. ``compare``: phase 0 is the reference, phase
-  ``k`` is candidate ``k`` of ``phases - 1`` (its "answers" stage keeps the phase).
+- ``{"type": "progress", "stage", "done", "total", "message", "tokens", "phase", "phases",
+  "per_s", "eta_s"}``: ``done`` of ``total`` units of ``stage`` (the name of what runs now);
+  ``phase`` (0-based) of ``phases`` places it in the whole job; the rate and time left
+  where the job measures them. ``models pull``: bytes, one phase per file. ``compare``:
+  phase 0 is the reference, phase ``k`` is candidate ``k`` of ``phases - 1`` (its "answers"
+  stage keeps the phase).
   ``quantize``: one phase per step (download, convert, imatrix, then one per type).
 - ``{"type": "warning", "message"}``: something the user should read; the job goes on.
 - ``{"type": "result", ...payload}``: the job's result JSON, written flat beside ``type``
@@ -50,6 +52,8 @@ class ProgressEvent(_Event):
     tokens: int = 0
     phase: int = 0
     phases: int = 1
+    per_s: float | None = None  # units of ``stage`` per second, where measured
+    eta_s: float | None = None  # seconds left in this phase, where known
 
     @classmethod
     def from_progress(cls, p: Progress) -> ProgressEvent:

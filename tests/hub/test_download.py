@@ -31,6 +31,7 @@ from backend.hub.errors import (
     HubNotFoundError,
 )
 from backend.hub.hub_settings import HubSettings
+from backend.jobs.events import ErrorEvent, ProgressEvent, ResultEvent, parse_event
 from tests.hub.conftest import (
     CORRUPT_REPO,
     GATED_REPO,
@@ -300,13 +301,16 @@ def test_cli_pull_progress_jsonl_and_error(
     hub: HubStandIn, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert main(["models", "pull", ST_REPO, "config.json", "--progress-jsonl"]) == 0
-    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
-    assert lines[0]["type"] == "progress" and lines[-1]["type"] == "result"
-    assert lines[-1]["paths"][0].endswith("config.json")
+    events = [parse_event(line) for line in capsys.readouterr().out.splitlines()]
+    progress, result = events[:-1], events[-1]
+    assert progress and all(isinstance(e, ProgressEvent) for e in progress)
+    assert all(e.phase == 0 and e.phases == 1 for e in progress)  # one file, one phase
+    assert isinstance(result, ResultEvent) and result.payload["paths"][0].endswith("config.json")
     assert main(["models", "pull", GATED_REPO, "--progress-jsonl"]) == 4
     captured = capsys.readouterr()
-    assert json.loads(captured.out.splitlines()[-1])["type"] == "error"
-    assert "gated" in captured.err
+    error = parse_event(captured.out.splitlines()[-1])
+    assert isinstance(error, ErrorEvent) and error.exit_code == 4
+    assert "gated" in error.message and "gated" in captured.err
 
 
 def test_download_manager_target_paths_reject_escapes(isolated_home: Path) -> None:
