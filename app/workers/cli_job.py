@@ -35,18 +35,16 @@ class CliJob(QObject):
 
     Signals, in order: any number of ``event_received(JobEvent)`` (every parsed line),
     ``progress_reported(ProgressEvent)`` (typed progress: ``phase`` of ``phases``,
-    ``stage``, ``done`` of ``total``, ``fraction``), ``progressed(stage, done, total,
-    message)`` (the same, as plain values) and ``log_line(text)`` (stderr, warnings and
-    lines that are not events); then exactly one of ``succeeded(payload)`` (the result
-    event's payload dict, e.g. for ``CompareResult.from_json``) / ``failed(message)``;
-    then ``finished()``. After the run, ``result_event`` and ``error_event`` hold the
-    typed result and error (``error_event.exit_code``, ``.cancelled``) when the child
-    wrote them.
+    ``stage``, ``done`` of ``total``, ``fraction``) and ``log_line(text)`` (stderr,
+    warnings and lines that are not events); then exactly one of ``succeeded(payload)``
+    (the result event's payload dict, e.g. for ``CompareResult.from_json``) /
+    ``failed(message)``; then ``finished()``. After the run, ``result_event`` and
+    ``error_event`` hold the typed result and error (``error_event.exit_code``,
+    ``.cancelled``) when the child wrote them.
     """
 
     event_received = Signal(object)  # JobEvent
     progress_reported = Signal(object)  # ProgressEvent
-    progressed = Signal(str, int, int, str)
     log_line = Signal(str)
     succeeded = Signal(object)  # dict: the result payload
     failed = Signal(str)
@@ -128,7 +126,6 @@ class CliJob(QObject):
         self.event_received.emit(event)
         if isinstance(event, ProgressEvent):
             self.progress_reported.emit(event)
-            self.progressed.emit(event.stage, event.done, event.total, event.message)
         elif isinstance(event, WarningEvent):
             self.log_line.emit(event.message)
         elif isinstance(event, ResultEvent):

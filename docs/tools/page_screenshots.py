@@ -103,7 +103,7 @@ def take(out: Path, size: tuple[int, int] = (1440, 900)) -> list[Path]:
     quant.threads_spin.setValue(int(threads))
     card = quant.start()
     assert card is not None
-    wait_until(lambda: card.state not in ("queued", "running"), 300)
+    wait_until(lambda: not card.job.active, 300)
     card.toggle_log()
     grab("quantize", "quantize")
 
