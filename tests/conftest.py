@@ -31,3 +31,55 @@ def smollm2_path() -> Path:
     from backend.settings.default_model import default_model_path
 
     return default_model_path()
+
+
+# Fixtures that load a model (for inference, conversion or quantisation) or start a server.
+MODEL_FIXTURES = frozenset(
+    {
+        "live_server",
+        "slot_server",
+        "either_kv_server",
+        "keyed_server",
+        "reranker_server",
+        "fim_server",
+        "small_servers",
+        "child_server",
+        "quantdesk_server",
+        "bundle_server",
+        "engine",
+        "decoded",
+        "smollm2_quants",
+        "smollm2_f16",
+        "tiny_hf_model",
+        "tiny_f16",
+    }
+)
+# Names whose use in a test's own body starts a server or loads the model.
+MODEL_CALLS = frozenset({"start_server", "Engine", "ModelRuntime"})
+# Tests that load the model in a child process started by the GUI or the CLI, which neither
+# a fixture nor a name shows.
+MODEL_TESTS = frozenset(
+    {
+        "tests/app/test_compare_page.py::test_cancel_stops_the_comparison",
+        "tests/app/test_quantize_page.py::test_requantise_smollm2_to_q8_0_lands_in_library",
+        "tests/app/test_serving.py::test_out_of_memory_on_load_says_so_and_shows_the_estimate",
+        "tests/server/test_serve_cli.py::test_serve_child_process_answers",
+    }
+)
+
+
+def _loads_model(item: pytest.Item) -> bool:
+    if item.nodeid in MODEL_TESTS:
+        return True
+    if MODEL_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+        return True
+    code = getattr(getattr(item, "function", None), "__code__", None)
+    return code is not None and not MODEL_CALLS.isdisjoint(code.co_names)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark ``model`` every test that loads a model or starts a server, so that
+    ``make test-fast`` (``-m "not model and not slow"``) leaves them to ``make test``."""
+    for item in items:
+        if _loads_model(item):
+            item.add_marker(pytest.mark.model)

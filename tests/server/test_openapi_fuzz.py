@@ -15,6 +15,7 @@ from __future__ import annotations
 import copy
 import time
 from collections import Counter
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -41,8 +42,15 @@ TIMEOUT = 120
 # Token budgets the fuzzer may ask for: required and tiny, so every case is quick.
 TOKEN_FIELDS = ("max_tokens", "max_completion_tokens", "n_predict")
 ERROR_KEYS = {"message", "type", "param", "code"}
-# (operation, status class) of every fuzzed call, checked by the last test
-OUTCOMES: Counter[tuple[str, str]] = Counter()
+# Status classes the fuzzing of an operation must reach: valid bodies answered 2xx, invalid
+# ones 4xx (checked when the operation's cases are done, so also when one test runs alone).
+MUST_REACH = {
+    "POST /v1/chat/completions": {"2xx", "4xx"},
+    "POST /v1/completions": {"2xx"},
+    "POST /v1/embeddings": {"2xx", "4xx"},
+    "POST /infill": {"4xx"},
+    "POST /tokenize": {"2xx", "4xx"},
+}
 FIRST_RANDOM_CASE: dict[str, float] = {}  # operation -> time.monotonic() of its first
 
 
@@ -114,7 +122,25 @@ def test_served_schema_is_the_fuzzed_one(live_server: LiveServer) -> None:
         assert path in paths
 
 
-def fuzz(case: schemathesis.Case, server: LiveServer) -> None:
+Outcomes = Counter[tuple[str, str, str]]  # (operation fuzzed, method and path sent, status)
+
+
+@pytest.fixture
+def outcomes() -> Iterator[Outcomes]:
+    """The calls of one test item, that is of one operation's cases (the coverage cases
+    also send other methods to its path); once they are all done, the operation itself
+    must have reached its ``MUST_REACH``."""
+    seen: Outcomes = Counter()
+    yield seen
+    fuzzed = {operation for operation, _, _ in seen}
+    assert len(fuzzed) == 1, f"one operation per test item, not {fuzzed}"
+    (operation,) = fuzzed
+    reached = {status for _, sent, status in seen if sent == operation}
+    missing = MUST_REACH.get(operation, set()) - reached
+    assert not missing, f"fuzzing {operation} never got a {sorted(missing)} answer: {seen}"
+
+
+def fuzz(case: schemathesis.Case, server: LiveServer, outcomes: Outcomes) -> None:
     operation = f"{case.method} {case.path}"
     started = time.monotonic()
     if case.meta is not None and case.meta.phase.name is TestPhase.FUZZING:
@@ -122,7 +148,7 @@ def fuzz(case: schemathesis.Case, server: LiveServer) -> None:
         if started - first > FUZZ_BUDGET_S:
             return
     response = case.call(base_url=server.base_url, timeout=TIMEOUT)
-    OUTCOMES[(operation, f"{response.status_code // 100}xx")] += 1
+    outcomes[(case.operation.label, operation, f"{response.status_code // 100}xx")] += 1
     check_response(case, response)
     assert time.monotonic() - started < TIMEOUT
 
@@ -131,26 +157,15 @@ def fuzz(case: schemathesis.Case, server: LiveServer) -> None:
 @broad.parametrize()
 @settings(HYPOTHESIS, max_examples=MAX_EXAMPLES)
 def test_no_server_errors_and_openai_shaped_4xx(
-    case: schemathesis.Case, live_server: LiveServer
+    case: schemathesis.Case, live_server: LiveServer, outcomes: Outcomes
 ) -> None:
-    fuzz(case, live_server)
+    fuzz(case, live_server, outcomes)
 
 
 @pytest.mark.slow
 @deep.parametrize()
 @settings(HYPOTHESIS, max_examples=DEEP_EXAMPLES)
-def test_chat_and_completions_deeper(case: schemathesis.Case, live_server: LiveServer) -> None:
-    fuzz(case, live_server)
-
-
-@pytest.mark.slow
-def test_fuzzing_reached_success_and_client_errors() -> None:
-    """The fuzzer really exercised the API: valid bodies answered 2xx, invalid ones 4xx."""
-    if not OUTCOMES:
-        pytest.skip("runs after the fuzz test in the same session")
-    for path in ("/v1/chat/completions", "/v1/embeddings", "/infill", "/tokenize"):
-        statuses = {status for (op, status) in OUTCOMES if op == f"POST {path}"}
-        assert "4xx" in statuses, (path, OUTCOMES)
-    for path in ("/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/tokenize"):
-        statuses = {status for (op, status) in OUTCOMES if op == f"POST {path}"}
-        assert "2xx" in statuses, (path, OUTCOMES)
+def test_chat_and_completions_deeper(
+    case: schemathesis.Case, live_server: LiveServer, outcomes: Outcomes
+) -> None:
+    fuzz(case, live_server, outcomes)
