@@ -43,7 +43,6 @@ class ServerSupervisor(QObject):
     """One server child process and its life cycle, reported through signals."""
 
     server_started = Signal(str)  # base URL
-    server_stopped = Signal()
     server_crashed = Signal(str)  # plain-words reason
     state_changed = Signal(str)
     log_line = Signal(str)
@@ -139,7 +138,7 @@ class ServerSupervisor(QObject):
         self._poll.start()
 
     def stop(self) -> None:
-        """Ask the server to shut down (SIGTERM); ``server_stopped`` fires when it has."""
+        """Ask the server to shut down (SIGTERM); ``state_changed("stopped")`` when it has."""
         if self._process is None or self._state in (ServerState.STOPPED, ServerState.CRASHED):
             return
         self._set_state(ServerState.STOPPING)
@@ -219,7 +218,6 @@ class ServerSupervisor(QObject):
         if state is ServerState.STOPPING:
             self._emit_log(f"server stopped (exit code {exit_code})")
             self._set_state(ServerState.STOPPED)
-            self.server_stopped.emit()
             if self._restart_pending and self._knobs is not None:
                 self._restart_pending = False
                 self.start(self._knobs)

@@ -15,9 +15,10 @@ def test_library_and_recent_models_are_offered(
 ) -> None:
     page = window.page("server")
     assert isinstance(page, ServerPage)
-    assert page.model_combo.itemData(0) == "default"
-    assert "SmolLM2" in page.model_combo.itemText(0)
-    assert "135 M params" in page.model_info.text() and "Q4_1" in page.model_info.text()
+    picker = page.model_picker
+    assert picker.combo.itemData(0) == "default"
+    assert "SmolLM2" in picker.combo.itemText(0)
+    assert "135 M params" in picker.info.text() and "Q4_1" in picker.info.text()
 
     library = isolated_home / "models"
     library.mkdir(exist_ok=True)
@@ -26,20 +27,22 @@ def test_library_and_recent_models_are_offered(
     outside.symlink_to(smollm2_path)
 
     window.show_page("chat")
-    qtbot.waitUntil(lambda: page._scan is None, timeout=30_000)
-    scans = page.library_scans
+    qtbot.waitUntil(lambda: not picker.is_scanning(), timeout=30_000)
+    scans = picker.scans
     window.show_page("server")  # showing the page re-reads the library, in a thread
-    qtbot.waitUntil(lambda: page.library_scans > scans, timeout=30_000)
-    values = [page.model_combo.itemData(i) for i in range(page.model_combo.count())]
+    qtbot.waitUntil(lambda: picker.scans > scans, timeout=30_000)
+    values = [picker.combo.itemData(i) for i in range(picker.combo.count())]
     assert str(library / "Linked-Q4_1.gguf") in values
 
     page.set_model(str(outside))  # what "Open GGUF…" does with the chosen file
-    assert page.model_combo.currentData() == str(outside)
+    assert picker.combo.currentData() == str(outside)
     assert window.settings.server.model == str(outside)
     assert window.settings.recent_models[0] == str(outside)
-    assert "30 layers" in page.model_info.text()
+    assert "30 layers" in picker.info.text()
     assert page.ngl_spin.maximum() == 30
-    assert "Elsewhere" in page.snippet_edits[1].toPlainText()  # curl snippet names the model
+    assert (
+        "Elsewhere" in page.endpoint.snippet_edits[1].toPlainText()
+    )  # curl snippet names the model
 
 
 def test_any_page_can_ask_to_serve_a_model(
@@ -52,5 +55,5 @@ def test_any_page_can_ask_to_serve_a_model(
     page = window.page("server")
     assert isinstance(page, ServerPage)
     assert window.stack.currentWidget() is page
-    assert page.model_combo.currentData() == str(target)
+    assert page.model_picker.combo.currentData() == str(target)
     assert page.knobs().model == str(target)

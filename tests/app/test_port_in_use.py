@@ -67,14 +67,14 @@ def test_port_in_use_says_so_and_use_a_free_port_starts(
     page.port_spin.setValue(taken_port)
     server = window.context.server
     with qtbot.waitSignal(server.server_crashed, timeout=START_TIMEOUT_MS) as crashed:
-        qtbot.mouseClick(page.start_button, Qt.MouseButton.LeftButton)
+        qtbot.mouseClick(page.status.start_button, Qt.MouseButton.LeftButton)
     message = str(crashed.args[0])
     assert message.startswith(f"Port {taken_port} is in use by another program")
     assert server.last_error is not None and server.last_error.kind == "port_in_use"
     assert server.last_error.while_starting
     # the status says what happened, and whole: not "Stopped unexpect…"
-    assert page.state_label.text() == f"Port {taken_port} in use"
-    assert "unexpectedly" not in page.state_label.text() + window.footer_text.text()
+    assert page.status.state_label.text() == f"Port {taken_port} in use"
+    assert "unexpectedly" not in page.status.state_label.text() + window.footer_text.text()
     assert window.footer_text.text() == f"Port {taken_port} in use"
     assert page.banner.isVisibleTo(page)
     assert page.banner.button.text() == "Use a free port"  # not Restart, which can't help

@@ -31,7 +31,7 @@ def _start(window: MainWindow, qtbot: QtBot) -> ServerPage:
     assert isinstance(page, ServerPage)
     window.show_page("server")
     with qtbot.waitSignal(window.context.server.server_started, timeout=START_TIMEOUT_MS):
-        qtbot.mouseClick(page.start_button, Qt.MouseButton.LeftButton)
+        qtbot.mouseClick(page.status.start_button, Qt.MouseButton.LeftButton)
     return page
 
 
@@ -45,15 +45,18 @@ def test_serve_chat_watch_crash_restart(window: MainWindow, qtbot: QtBot) -> Non
     server = window.context.server
     server_page = _start(window, qtbot)
     assert server.state is ServerState.RUNNING
-    assert server_page.light.state == "running"
-    assert server_page.url_edit.text() == f"http://127.0.0.1:{server.port}/v1"
-    assert f":{server.port}/v1" in server_page.snippet_edits[0].toPlainText()
-    assert "ready at" in server_page.log_view.toPlainText()
-    assert not server_page.start_button.isEnabled() and server_page.stop_button.isEnabled()
+    assert server_page.status.light.state == "running"
+    assert server_page.endpoint.url_edit.text() == f"http://127.0.0.1:{server.port}/v1"
+    assert f":{server.port}/v1" in server_page.endpoint.snippet_edits[0].toPlainText()
+    assert "ready at" in server_page.server_log.log_view.toPlainText()
+    assert (
+        not server_page.status.start_button.isEnabled()
+        and server_page.status.stop_button.isEnabled()
+    )
     server_page.parallel_spin.setValue(3)
-    assert "Restart to apply" in server_page.detail_label.text()
+    assert "Restart to apply" in server_page.status.detail_label.text()
     server_page.parallel_spin.setValue(2)
-    assert "2 parallel" in server_page.detail_label.text()
+    assert "2 parallel" in server_page.status.detail_label.text()
 
     # -- a chat reply streams in while the dashboard watches -------------------------------
     chat = window.page("chat")
@@ -131,7 +134,7 @@ def test_serve_chat_watch_crash_restart(window: MainWindow, qtbot: QtBot) -> Non
         os.kill(pid, signal.SIGKILL)
     assert "killed or crashed" in str(crashed.args[0])
     assert server.state is ServerState.CRASHED
-    assert server_page.light.state == "crashed"
+    assert server_page.status.light.state == "crashed"
     assert server_page.banner.isVisibleTo(server_page)
     assert chat.banner.isVisibleTo(chat) and "Your conversation is kept" in chat.banner.label.text()
     assert not chat.send_button.isEnabled()
@@ -188,9 +191,9 @@ def test_missing_model_is_reported_in_plain_words(
     page = window.page("server")
     assert isinstance(page, ServerPage)
     page.set_model(str(tmp_path / "nope.gguf"))
-    assert "cannot be read" in page.model_info.text()
+    assert "cannot be read" in page.model_picker.info.text()
     with qtbot.waitSignal(window.context.server.server_crashed, timeout=60_000) as crashed:
-        qtbot.mouseClick(page.start_button, Qt.MouseButton.LeftButton)
+        qtbot.mouseClick(page.status.start_button, Qt.MouseButton.LeftButton)
     assert "could not be found" in str(crashed.args[0])
     assert window.context.server.last_error is not None
     assert window.context.server.last_error.kind == "model_not_found"
@@ -219,7 +222,7 @@ def test_out_of_memory_on_load_says_so_and_shows_the_estimate(qtbot: QtBot, sett
     page = win.page("server")
     assert isinstance(page, ServerPage)
     with qtbot.waitSignal(supervisor.server_crashed, timeout=120_000) as crashed:
-        qtbot.mouseClick(page.start_button, Qt.MouseButton.LeftButton)
+        qtbot.mouseClick(page.status.start_button, Qt.MouseButton.LeftButton)
     assert "ran out of memory" in str(crashed.args[0])
     assert supervisor.last_error is not None and supervisor.last_error.kind == "oom"
     text = page.banner.label.text()

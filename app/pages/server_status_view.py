@@ -1,0 +1,114 @@
+"""The Server page's right column: the status with Start/Stop/Restart, the endpoint with
+copy-paste snippets, and the server's log."""
+
+from __future__ import annotations
+
+from PySide6.QtGui import QGuiApplication
+from PySide6.QtWidgets import (
+    QGroupBox,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QPlainTextEdit,
+    QPushButton,
+    QTabWidget,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.page_models.server_status import Endpoint, StatusView
+from app.snippets import SNIPPETS
+from app.widgets.common import StatusLight, set_button_role
+
+
+def copy_text(text: str) -> None:
+    QGuiApplication.clipboard().setText(text)
+
+
+class StatusBox(QGroupBox):
+    """A light, the state in words, the three buttons, and a detail line."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__("Status", parent)
+        v = QVBoxLayout(self)
+        row = QHBoxLayout()
+        self.light = StatusLight()
+        self.state_label = QLabel("Stopped")
+        self.state_label.setStyleSheet("font-size: 15px; font-weight: 600;")
+        self.state_label.setWordWrap(True)
+        row.addWidget(self.light)
+        row.addWidget(self.state_label, 1)
+        self.start_button = set_button_role(QPushButton("Start"), "primary")
+        self.stop_button = set_button_role(QPushButton("Stop"), "danger")
+        self.restart_button = QPushButton("Restart")
+        for button in (self.start_button, self.stop_button, self.restart_button):
+            button.setMinimumWidth(90)
+            row.addWidget(button)
+        self.detail_label = QLabel()
+        self.detail_label.setProperty("muted", True)
+        self.detail_label.setWordWrap(True)
+        v.addLayout(row)
+        v.addWidget(self.detail_label)
+
+    def show_status(self, state: str, view: StatusView) -> None:
+        self.light.set_state(state)
+        self.state_label.setText(view.title)
+        self.start_button.setEnabled(view.can_start)
+        self.stop_button.setEnabled(view.can_stop)
+        self.restart_button.setEnabled(view.can_restart)
+        if view.detail is not None:
+            self.detail_label.setText(view.detail)
+
+
+class EndpointBox(QGroupBox):
+    """The API's URL and a tab of code per snippet, each with a copy button."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__("Endpoint", parent)
+        v = QVBoxLayout(self)
+        row = QHBoxLayout()
+        self.url_edit = QLineEdit()
+        self.url_edit.setReadOnly(True)
+        self.copy_url_button = QPushButton("Copy URL")
+        self.copy_url_button.clicked.connect(lambda: copy_text(self.url_edit.text()))
+        row.addWidget(self.url_edit, 1)
+        row.addWidget(self.copy_url_button)
+        v.addLayout(row)
+        self.snippet_tabs = QTabWidget()
+        self.snippet_edits: list[QPlainTextEdit] = []
+        for title, _write in SNIPPETS:
+            edit = QPlainTextEdit()
+            edit.setObjectName("Snippet")
+            edit.setReadOnly(True)
+            edit.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)
+            self.snippet_edits.append(edit)
+            self.snippet_tabs.addTab(edit, title)
+        copy = set_button_role(QPushButton("Copy snippet"), "flat")
+        copy.clicked.connect(
+            lambda: copy_text(self.snippet_edits[self.snippet_tabs.currentIndex()].toPlainText())
+        )
+        self.snippet_tabs.setCornerWidget(copy)
+        # up to 200 px; less on a short window (a banner above, 1280x720) rather than
+        # pushing the whole page into a scroll area
+        self.snippet_tabs.setMinimumHeight(120)
+        self.snippet_tabs.setMaximumHeight(200)
+        v.addWidget(self.snippet_tabs)
+
+    def show_endpoint(self, endpoint: Endpoint) -> None:
+        self.url_edit.setText(endpoint.api_url)
+        for edit, (_title, code) in zip(self.snippet_edits, endpoint.snippets(), strict=True):
+            edit.setPlainText(code)
+
+
+class ServerLogBox(QGroupBox):
+    """The server's output, as it prints it."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__("Server log", parent)
+        v = QVBoxLayout(self)
+        self.log_view = QPlainTextEdit()
+        self.log_view.setObjectName("LogView")
+        self.log_view.setReadOnly(True)
+        self.log_view.setMaximumBlockCount(5000)
+        self.log_view.setPlaceholderText("The server's output appears here once it starts.")
+        v.addWidget(self.log_view)
