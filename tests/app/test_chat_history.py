@@ -38,18 +38,19 @@ def test_history_reopen_and_delete(window: MainWindow, qtbot: QtBot) -> None:
     assert item.text() == "Hello there"
     rect = chat.history.visualItemRect(item)
     qtbot.mouseClick(chat.history.viewport(), Qt.MouseButton.LeftButton, pos=rect.center())
-    assert chat.conversation.id == conv.id
+    assert chat.session.conversation.id == conv.id
     assert chat.system_edit.toPlainText() == "Answer in French."
     assert chat.temp_spin.value() == 1.3 and chat.top_k_spin.value() == 7
     assert chat.max_tokens_spin.value() == 99 and chat.seed_spin.value() == 42
-    assert len(chat.bubbles) == 2
-    assert "<strong>!</strong>" in chat.bubbles[1].body.text()
-    assert chat.bubbles[1].meta.text() == "9 tokens · 30.5 tok/s · TTFT 120 ms"
+    bubbles = chat.transcript.bubbles
+    assert len(bubbles) == 2
+    assert "<strong>!</strong>" in bubbles[1].body.text()
+    assert bubbles[1].meta.text() == "9 tokens · 30.5 tok/s · TTFT 120 ms"
     assert chat.title_label.full_text() == "Hello there"
 
     qtbot.mouseClick(chat.new_button, Qt.MouseButton.LeftButton)
-    assert chat.conversation.id != conv.id and not chat.bubbles
-    assert chat.transcript_stack.currentWidget() is chat.empty
+    assert chat.session.conversation.id != conv.id and not chat.transcript.bubbles
+    assert chat.transcript.currentWidget() is chat.transcript.empty
 
     chat.history.setCurrentRow(0)
     qtbot.mouseClick(chat.delete_button, Qt.MouseButton.LeftButton)

@@ -84,10 +84,10 @@ def test_serve_chat_watch_crash_restart(window: MainWindow, qtbot: QtBot) -> Non
     in_flight.append(server.requests_in_flight())
     _wait_reply(chat, qtbot)
 
-    reply = chat.conversation.messages[-1]
+    reply = chat.session.messages[-1]
     assert reply.role == "assistant" and len(reply.content) > 10
     assert "".join(deltas) == reply.content  # the bubble got exactly the streamed text
-    assert chat.bubbles[-1].text == reply.content
+    assert chat.transcript.bubbles[-1].text == reply.content
     assert reply.meta["tokens"] > 5 and reply.meta["ttft_ms"] > 0
     assert reply.meta["tokens_per_s"] > 0
     assert "tok/s" in chat.reply_stats.text() and "TTFT" in chat.reply_stats.text()
@@ -104,14 +104,14 @@ def test_serve_chat_watch_crash_restart(window: MainWindow, qtbot: QtBot) -> Non
     # -- edit-and-resend replaces the message and the reply after it ------------------------
     window.show_page("chat")
     chat.max_tokens_spin.setValue(8)
-    qtbot.mouseClick(chat.bubbles[0].action_button, Qt.MouseButton.LeftButton)
+    qtbot.mouseClick(chat.transcript.bubbles[0].action_button, Qt.MouseButton.LeftButton)
     assert chat.composer.toPlainText().startswith("Count from 1 to 60")
     chat.composer.setPlainText("Say hello.")
     qtbot.mouseClick(chat.send_button, Qt.MouseButton.LeftButton)
     _wait_reply(chat, qtbot)
-    assert [m.role for m in chat.conversation.messages] == ["user", "assistant"]
-    assert chat.conversation.messages[0].content == "Say hello."
-    assert chat.conversation.messages[1].content
+    assert [m.role for m in chat.session.messages] == ["user", "assistant"]
+    assert chat.session.messages[0].content == "Say hello."
+    assert chat.session.messages[1].content
 
     # -- stop cuts a long reply short -------------------------------------------------------
     chat.max_tokens_spin.setValue(400)
@@ -123,7 +123,7 @@ def test_serve_chat_watch_crash_restart(window: MainWindow, qtbot: QtBot) -> Non
     qtbot.waitUntil(lambda: len(got) >= 2, timeout=REPLY_TIMEOUT_MS)
     qtbot.mouseClick(chat.stop_button, Qt.MouseButton.LeftButton)
     _wait_reply(chat, qtbot)
-    stopped = chat.conversation.messages[-1]
+    stopped = chat.session.messages[-1]
     assert stopped.meta.get("cancelled") is True
     assert stopped.meta["tokens"] < 400
 
@@ -138,19 +138,21 @@ def test_serve_chat_watch_crash_restart(window: MainWindow, qtbot: QtBot) -> Non
     assert server_page.banner.isVisibleTo(server_page)
     assert chat.banner.isVisibleTo(chat) and "Your conversation is kept" in chat.banner.label.text()
     assert not chat.send_button.isEnabled()
-    messages_before = [m.content for m in chat.conversation.messages]
+    messages_before = [m.content for m in chat.session.messages]
     with qtbot.waitSignal(server.server_started, timeout=START_TIMEOUT_MS):
         qtbot.mouseClick(server_page.banner.button, Qt.MouseButton.LeftButton)
     new_pid = server.pid()
     assert new_pid is not None and new_pid != pid
-    assert [m.content for m in chat.conversation.messages] == messages_before
+    assert [m.content for m in chat.session.messages] == messages_before
 
     # -- regenerate works against the restarted server --------------------------------------
     chat.max_tokens_spin.setValue(8)
     qtbot.mouseClick(chat.regen_button, Qt.MouseButton.LeftButton)
+    assert chat.is_streaming()  # the last reply is asked for again
     _wait_reply(chat, qtbot)
-    assert chat.conversation.messages[-1].content
-    assert not chat.conversation.messages[-1].meta.get("error")
+    assert len(chat.session.messages) == len(messages_before)
+    assert chat.session.messages[-1].content
+    assert not chat.session.messages[-1].meta.get("error")
 
     # -- closing while a request runs asks first; "No" keeps everything running -------------
     chat.max_tokens_spin.setValue(400)
