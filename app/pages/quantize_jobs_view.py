@@ -7,7 +7,6 @@ from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
     QLabel,
-    QPlainTextEdit,
     QProgressBar,
     QPushButton,
     QScrollArea,
@@ -18,7 +17,7 @@ from PySide6.QtWidgets import (
 
 from app.page_models.quantize_jobs import JobState, QuantizeJob
 from app.theme import BAD, GOOD
-from app.widgets.common import ElidedLabel, EmptyState, set_button_role
+from app.widgets.common import ElidedLabel, EmptyState, log_view, set_button_role
 
 STATE_COLOUR = {JobState.DONE: GOOD, JobState.FAILED: BAD}
 
@@ -51,10 +50,7 @@ class JobCard(QFrame):
         self.outputs.setWordWrap(True)
         self.outputs.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.outputs.hide()
-        self.log = QPlainTextEdit()
-        self.log.setObjectName("LogView")
-        self.log.setReadOnly(True)
-        self.log.setMaximumBlockCount(3000)
+        self.log = log_view(3000)
         self.log.setMinimumHeight(150)
         self.log.hide()
         lay.addLayout(top)

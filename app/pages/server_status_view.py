@@ -18,7 +18,7 @@ from PySide6.QtWidgets import (
 
 from app.page_models.server_status import Endpoint, StatusView
 from app.snippets import SNIPPETS
-from app.widgets.common import StatusLight, set_button_role
+from app.widgets.common import StatusLight, log_view, set_button_role
 
 
 def copy_text(text: str) -> None:
@@ -106,9 +106,6 @@ class ServerLogBox(QGroupBox):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__("Server log", parent)
         v = QVBoxLayout(self)
-        self.log_view = QPlainTextEdit()
-        self.log_view.setObjectName("LogView")
-        self.log_view.setReadOnly(True)
-        self.log_view.setMaximumBlockCount(5000)
+        self.log_view = log_view(5000)
         self.log_view.setPlaceholderText("The server's output appears here once it starts.")
         v.addWidget(self.log_view)

@@ -1,4 +1,5 @@
-"""Page header, read-only tables, status light, banner, empty state and a stat tile."""
+"""Page header, read-only tables, a log view, status light, banner, empty state and a stat
+tile."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QHeaderView,
     QLabel,
+    QPlainTextEdit,
     QPushButton,
     QScrollArea,
     QSizePolicy,
@@ -73,6 +75,15 @@ def list_table(columns: tuple[str, ...]) -> QTableWidget:
     header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
     header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
     return table
+
+
+def log_view(max_lines: int) -> QPlainTextEdit:
+    """A read-only, monospaced log that keeps its last ``max_lines`` lines."""
+    view = QPlainTextEdit()
+    view.setObjectName("LogView")
+    view.setReadOnly(True)
+    view.setMaximumBlockCount(max_lines)
+    return view
 
 
 SCROLLBAR_ROOM = 12
