@@ -17,14 +17,15 @@ from backend.engine.admission import (
     PerSlotAdmission,
     UnifiedAdmission,
 )
+from backend.engine.kv_cache import KvAccounting
 from backend.engine.sequence import Sequence
 from backend.engine.step_planner import plan_step
-from tests.engine.scheduling_fakes import RecordingKv, decode, make_seq, prompt
+from tests.engine.scheduling_fakes import KvOp, RecordingKv, decode, make_seq, prompt
 
 SYSTEM = list(range(10_000, 10_700))  # a 700-token shared system prompt
 
 
-def prefill(kv: RecordingKv, running: list[Sequence], *, per_slot: bool = False) -> None:
+def prefill(kv: KvAccounting, running: list[Sequence], *, per_slot: bool = False) -> None:
     """Decode until every running sequence has its prompt in and a first token out."""
     while any(seq.remaining > 1 for seq in running):
         decode(kv, plan_step(running, n_batch=512, per_slot=per_slot))
@@ -44,9 +45,10 @@ def unified(n_cells: int = 8192, *, parallel: int = 4, cache_entries: int = 4) -
     )
 
 
-def ops(policy: UnifiedAdmission | PerSlotAdmission) -> list[tuple[int, ...] | tuple[str, ...]]:
+def ops(policy: UnifiedAdmission | PerSlotAdmission) -> list[KvOp]:
+    """The KV changes since the last call."""
     assert isinstance(policy.kv, RecordingKv)
-    return policy.kv.take_ops()  # type: ignore[return-value]
+    return policy.kv.take_ops()
 
 
 # ---- unified KV --------------------------------------------------------------------------
@@ -55,7 +57,7 @@ def test_the_longest_prefix_is_copied_from_a_cache_entry_or_a_running_sequence()
     base = list(range(1000, 1100))
     a = make_seq(prompt(5000, 100, shared=base[:60]))
     assert policy.admit(a, running) is Admission.ADMITTED
-    prefill(policy.kv, running)  # type: ignore[arg-type]
+    prefill(policy.kv, running)
     finish(policy, running, a)  # its 100 prompt cells stay as a cache entry
     (a_id,) = policy.cache
     ops(policy)
@@ -63,7 +65,7 @@ def test_the_longest_prefix_is_copied_from_a_cache_entry_or_a_running_sequence()
     b = make_seq(prompt(6000, 120, shared=base[:90]))
     assert policy.admit(b, running) is Admission.ADMITTED
     assert ops(policy) == [("copy_prefix", a_id, b.seq_id, 60)]  # the cache entry's 60
-    prefill(policy.kv, running)  # type: ignore[arg-type]
+    prefill(policy.kv, running)
     assert policy.kv.used == 100 + 60  # b shares 60 cells with the entry
 
     c = make_seq(prompt(7000, 120, shared=base[:90]))
@@ -80,7 +82,7 @@ def test_an_identical_prompt_reuses_all_but_the_token_that_yields_logits() -> No
     tokens = prompt(2000, 300)
     first = make_seq(tokens)
     policy.admit(first, running)
-    prefill(policy.kv, running)  # type: ignore[arg-type]
+    prefill(policy.kv, running)
     finish(policy, running, first)
     again = make_seq(tokens)
     policy.admit(again, running)
@@ -96,7 +98,7 @@ def test_requests_wait_for_a_shared_prefix_being_prefilled_then_copy_it() -> Non
     policy, running = unified(), []
     leader = make_seq(prompt(100, 780, shared=SYSTEM))
     policy.admit(leader, running)
-    decode(policy.kv, plan_step(running, n_batch=512, per_slot=False))  # type: ignore[arg-type]
+    decode(policy.kv, plan_step(running, n_batch=512, per_slot=False))
     assert leader.n_past == 512
 
     sharers = deque(make_seq(prompt(200 + 100 * k, 780, shared=SYSTEM)) for k in range(2))
@@ -106,7 +108,7 @@ def test_requests_wait_for_a_shared_prefix_being_prefilled_then_copy_it() -> Non
 
     plan = plan_step(running, n_batch=512, per_slot=False)
     assert plan.calls == [[(leader, len(SYSTEM) - 512)]]
-    decode(policy.kv, plan)  # type: ignore[arg-type]
+    decode(policy.kv, plan)
     ops(policy)
     b, c = sharers
     assert policy.admit_waiting(sharers, running) == [b, c]
@@ -151,7 +153,7 @@ def test_a_request_waits_in_order_when_the_kv_is_full_then_evicts_the_cache() ->
     waiting = deque([b, c])
     assert policy.admit_waiting(waiting, running) == []  # 900 cells pending, 200 more don't fit
     assert list(waiting) == [b, c]  # c, small enough, does not overtake b
-    prefill(policy.kv, running)  # type: ignore[arg-type]
+    prefill(policy.kv, running)
     finish(policy, running, a)
     a_id = next(iter(policy.cache))
     ops(policy)
@@ -166,7 +168,7 @@ def test_eviction_spares_the_entry_the_request_copies_from() -> None:
     x, y = make_seq(prompt(5000, 400, shared=shared)), make_seq(prompt(6000, 400))
     for seq in (x, y):
         policy.admit(seq, running)
-        prefill(policy.kv, running)  # type: ignore[arg-type]
+        prefill(policy.kv, running)
         finish(policy, running, seq)
     x_id, y_id = policy.cache
     ops(policy)
@@ -182,7 +184,7 @@ def test_finished_sequences_beyond_the_cache_size_are_freed_oldest_first() -> No
     for k in range(3):
         seq = make_seq(prompt(1000 * (k + 1), 50))
         policy.admit(seq, running)
-        prefill(policy.kv, running)  # type: ignore[arg-type]
+        prefill(policy.kv, running)
         done.append(seq.seq_id)
         finish(policy, running, seq)
     assert list(policy.cache) == done[1:]
@@ -214,7 +216,7 @@ def test_preemption_takes_the_youngest_and_frees_its_kv() -> None:
     seqs = [make_seq(prompt(1000 * (k + 1), 100)) for k in range(3)]
     for seq in seqs:
         policy.admit(seq, running)
-    prefill(policy.kv, running)  # type: ignore[arg-type]
+    prefill(policy.kv, running)
     youngest = seqs[2]
     seq_id = youngest.seq_id
     ops(policy)
@@ -237,7 +239,7 @@ def run_and_finish(policy: PerSlotAdmission, tokens: list[int]) -> None:
     running: list[Sequence] = []
     seq = make_seq(tokens)
     assert policy.admit(seq, running) is Admission.ADMITTED
-    prefill(policy.kv, running, per_slot=True)  # type: ignore[arg-type]
+    prefill(policy.kv, running, per_slot=True)
     finish(policy, running, seq)
 
 
@@ -253,7 +255,7 @@ def test_a_new_request_takes_the_lowest_idle_slot_moving_its_cached_prefix_away(
     policy.admit(a, running)
     policy.admit(b, running)
     assert (a.seq_id, b.seq_id) == (0, 1)
-    prefill(policy.kv, running, per_slot=True)  # type: ignore[arg-type]
+    prefill(policy.kv, running, per_slot=True)
     finish(policy, running, a)  # slot 0 now caches a's 200 tokens
     ops(policy)
     c = make_seq(prompt(3000, 100))
@@ -269,7 +271,7 @@ def test_a_prefix_held_by_another_slot_is_copied_whole_then_trimmed() -> None:
     system = list(range(500, 700))
     a = make_seq(prompt(100, 250, shared=system))
     policy.admit(a, running)
-    prefill(policy.kv, running, per_slot=True)  # type: ignore[arg-type]
+    prefill(policy.kv, running, per_slot=True)
     ops(policy)
     b = make_seq(prompt(3000, 260, shared=system))
     assert policy.admit(b, running) is Admission.ADMITTED
