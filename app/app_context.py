@@ -7,9 +7,9 @@ from collections.abc import Callable
 
 from PySide6.QtCore import QObject, Signal
 
-from app.app_settings import AppSettings
-from app.server_command import find_free_port, port_is_free
-from app.server_process import ServerState, ServerSupervisor
+from app.page_models.server_command import find_free_port, port_is_free
+from app.storage.app_settings import AppSettings
+from app.workers.server_process import ServerState, ServerSupervisor
 from app.workers.stats_poller import stats_poller
 from app.workers.thread_worker import ThreadWorker
 from backend.engine.stats_model import StatsSnapshot

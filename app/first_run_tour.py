@@ -22,7 +22,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.app_settings import AppSettings
+from app.storage.app_settings import AppSettings
 
 log = logging.getLogger(__name__)
 

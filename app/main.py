@@ -9,10 +9,10 @@ import sys
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QApplication
 
-from app.app_settings import AppSettings
 from app.display_check import display_problem
 from app.first_run_tour import maybe_show_tour
 from app.main_window import MainWindow
+from app.storage.app_settings import AppSettings
 from app.theme import apply_theme
 
 

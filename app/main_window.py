@@ -22,9 +22,9 @@ from PySide6.QtWidgets import (
 )
 
 from app.app_context import AppContext
-from app.app_settings import AppSettings
+from app.page_models.server_errors import failure_title
 from app.pages import PAGES, build_page
-from app.server_errors import failure_title
+from app.storage.app_settings import AppSettings
 from app.theme import icon
 from app.widgets.common import StatusLight
 

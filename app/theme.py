@@ -8,7 +8,6 @@ from PySide6.QtGui import QColor, QIcon, QPalette
 from PySide6.QtWidgets import QApplication
 
 import assets
-from backend.core.units import human_bytes as human_bytes  # the one size formatter (IEC)
 
 ASSETS_DIR = Path(assets.__file__).resolve().parent
 

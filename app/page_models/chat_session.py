@@ -7,8 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from app.app_settings import ChatDefaults, ServerKnobs
-from app.chat_store import ChatMessage, ChatStore, Conversation
+from app.storage.app_settings import ChatDefaults, ServerKnobs
+from app.storage.chat_store import ChatMessage, ChatStore, Conversation
 from backend.settings.default_model import DEFAULT_MODEL_ID
 
 SAMPLING_FIELDS = ("temperature", "top_p", "top_k", "min_p", "repeat_penalty", "max_tokens")

@@ -7,10 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from app.app_settings import ServerKnobs
-from app.server_command import base_url
-from app.server_errors import ServerProcessError, failure_title
-from app.snippets import SNIPPETS
+from app.page_models.server_command import base_url
+from app.page_models.server_errors import ServerProcessError, failure_title
+from app.page_models.snippets import SNIPPETS
+from app.storage.app_settings import ServerKnobs
 from backend.settings.default_model import DEFAULT_MODEL_ID
 
 STATE_TITLES = {

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from PySide6.QtWidgets import QWidget
 
 from app.app_context import AppContext
-from app.app_settings import AppSettings
+from app.storage.app_settings import AppSettings
 from app.widgets.common import EmptyState
 
 log = logging.getLogger(__name__)

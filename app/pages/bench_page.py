@@ -28,11 +28,11 @@ from PySide6.QtWidgets import (
 )
 
 from app.app_context import AppContext
-from app.app_settings import AppSettings
-from app.bench_store import BenchStore
-from app.server_process import ServerState
+from app.storage.app_settings import AppSettings
+from app.storage.bench_store import BenchStore
 from app.theme import MUTED, SERIES
 from app.widgets.common import page_header, scroll_column, set_button_role
+from app.workers.server_process import ServerState
 from app.workers.thread_worker import ThreadWorker
 from backend.bench import BenchConfig, BenchError, BenchProgress, BenchResult, run_benchmark
 from backend.settings.default_model import DEFAULT_MODEL_ID

@@ -27,14 +27,14 @@ from PySide6.QtWidgets import (
 )
 
 from app.app_context import AppContext
-from app.app_settings import AppSettings, ChatDefaults
-from app.chat_store import ChatStore
 from app.page_models.chat_session import ChatSession, served_label, server_notice
 from app.pages.chat_transcript import ChatTranscript
-from app.server_process import ServerState
+from app.storage.app_settings import AppSettings, ChatDefaults
+from app.storage.chat_store import ChatStore
 from app.widgets.common import Banner, ElidedLabel, scroll_column, set_button_role
 from app.widgets.message_bubble import meta_text
 from app.workers.chat_stream import stream_reply
+from app.workers.server_process import ServerState
 from app.workers.thread_worker import ThreadWorker
 
 log = logging.getLogger(__name__)

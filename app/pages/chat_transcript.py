@@ -9,7 +9,7 @@ from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QScrollArea, QStackedWidget, QVBoxLayout, QWidget
 
-from app.chat_store import ChatMessage
+from app.storage.chat_store import ChatMessage
 from app.widgets.common import EmptyState
 from app.widgets.message_bubble import MessageBubble
 

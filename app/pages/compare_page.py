@@ -35,7 +35,6 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.app_settings import AppSettings
 from app.page_models.compare_runs import (
     CompareOptions,
     CompareRun,
@@ -44,6 +43,7 @@ from app.page_models.compare_runs import (
     progress_status,
 )
 from app.pages.compare_results import CompareResultsView
+from app.storage.app_settings import AppSettings
 from app.widgets.checkbox_style import use_visible_checkboxes
 from app.widgets.common import Banner, page_header, scroll_column, set_button_role
 from app.workers.cli_job import CliJob

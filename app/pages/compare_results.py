@@ -25,7 +25,6 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.markdown_render import markdown_to_html
 from app.page_models.compare_runs import (
     RESULT_COLUMNS,
     Band,
@@ -33,6 +32,7 @@ from app.page_models.compare_runs import (
     result_rows,
     summary_text,
 )
+from app.page_models.markdown_render import markdown_to_html
 from app.theme import BAD, GOOD, MUTED, SERIES, SURFACE, TEXT, WARN
 from app.widgets.common import EmptyState, table_item
 from backend.compare.results import CompareResult

@@ -24,11 +24,12 @@ from PySide6.QtWidgets import (
 )
 
 from app.app_context import AppContext
-from app.app_settings import AppSettings
-from app.ring_buffer import RingBuffer
-from app.server_process import ServerState
-from app.theme import MUTED, SERIES, SURFACE, human_bytes
+from app.page_models.ring_buffer import RingBuffer
+from app.storage.app_settings import AppSettings
+from app.theme import MUTED, SERIES, SURFACE
 from app.widgets.common import EmptyState, StatTile, page_header
+from app.workers.server_process import ServerState
+from backend.core.units import human_bytes
 from backend.engine.stats_model import StatsSnapshot
 
 pg.setConfigOptions(antialias=True, background=SURFACE, foreground=MUTED)

@@ -19,8 +19,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.app_settings import AppSettings
 from app.page_models.download_queue import Download, DownloadQueue, DownloadState
+from app.storage.app_settings import AppSettings
 from app.widgets.common import Banner, ElidedLabel, list_table, set_button_role, table_item
 from app.widgets.download_list import DownloadList
 from app.widgets.fit_badge import FitBadge, FitVerdict, remote_fits

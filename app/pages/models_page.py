@@ -7,9 +7,9 @@ from typing import Any
 from PySide6.QtGui import QShowEvent
 from PySide6.QtWidgets import QTabWidget, QVBoxLayout, QWidget
 
-from app.app_settings import AppSettings
 from app.pages.models_hub import HubTab
 from app.pages.models_library import LibraryTab
+from app.storage.app_settings import AppSettings
 from app.widgets.common import Banner, page_header
 from app.workers.thread_worker import wait_for_workers
 

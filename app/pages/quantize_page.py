@@ -30,7 +30,6 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.app_settings import AppSettings
 from app.page_models.quantize_jobs import (
     DEFAULT_TYPES,
     JobState,
@@ -42,6 +41,7 @@ from app.page_models.quantize_jobs import (
     source_advice,
 )
 from app.pages.quantize_jobs_view import JobCard, JobList
+from app.storage.app_settings import AppSettings
 from app.widgets.checkbox_style import use_visible_checkboxes
 from app.widgets.common import page_header, scroll_column, set_button_role
 from app.workers.cli_job import CliJob

@@ -18,8 +18,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.app_settings import AppSettings
-from app.model_choices import describe, library_paths, model_choices, model_facts
+from app.page_models.model_choices import describe, library_paths, model_choices, model_facts
+from app.storage.app_settings import AppSettings
 from app.workers.thread_worker import ThreadWorker
 
 log = logging.getLogger(__name__)

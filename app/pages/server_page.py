@@ -21,8 +21,9 @@ from PySide6.QtWidgets import (
 )
 
 from app.app_context import AppContext
-from app.app_settings import AppSettings, ServerKnobs
-from app.fit_adapter import FitView, estimate
+from app.page_models.fit_adapter import FitView, estimate
+from app.page_models.server_command import find_free_port
+from app.page_models.server_errors import ServerProcessError
 from app.page_models.server_status import (
     RESTART_TO_APPLY,
     Endpoint,
@@ -33,12 +34,11 @@ from app.page_models.server_status import (
 )
 from app.pages.server_model_picker import ModelPicker
 from app.pages.server_status_view import EndpointBox, ServerLogBox, StatusBox
-from app.server_command import find_free_port
-from app.server_errors import ServerProcessError
-from app.server_process import ServerState
+from app.storage.app_settings import AppSettings, ServerKnobs
 from app.widgets.common import Banner, page_header
 from app.widgets.fit_bar import FitBar
 from app.workers.library_events import library_events
+from app.workers.server_process import ServerState
 from backend.settings.engine_settings import CacheType
 
 log = logging.getLogger(__name__)

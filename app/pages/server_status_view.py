@@ -17,7 +17,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.page_models.server_status import Endpoint, StatusView
-from app.snippets import SNIPPETS
+from app.page_models.snippets import SNIPPETS
 from app.widgets.common import StatusLight, log_view, set_button_role
 
 

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QLabel, QWidget
 
-from app.app_settings import ServerKnobs
-from app.fit_adapter import ShownVerdict
+from app.page_models.fit_adapter import ShownVerdict
+from app.storage.app_settings import ServerKnobs
 from app.theme import BAD, GOOD, IDLE, WARN
 from backend.core.errors import QuantDeskError
 from backend.fit.fit_estimate import estimate_fit

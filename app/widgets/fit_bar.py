@@ -6,7 +6,7 @@ from PySide6.QtCore import QRectF, Qt
 from PySide6.QtGui import QColor, QPainter, QPaintEvent
 from PySide6.QtWidgets import QGridLayout, QLabel, QWidget
 
-from app.fit_adapter import FitView
+from app.page_models.fit_adapter import FitView
 from app.theme import BAD, GOOD, WARN
 from app.widgets.fit_badge import VERDICT_LOOKS
 from backend.core.units import human_bytes

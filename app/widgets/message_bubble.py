@@ -5,7 +5,7 @@ from __future__ import annotations
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
-from app.markdown_render import markdown_to_html
+from app.page_models.markdown_render import markdown_to_html
 from app.widgets.common import set_button_role
 
 

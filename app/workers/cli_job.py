@@ -13,7 +13,7 @@ from typing import Any
 
 from PySide6.QtCore import QObject, QProcess, QProcessEnvironment, QTimer, Signal
 
-from app.server_command import launcher_prefix
+from app.page_models.server_command import launcher_prefix
 from backend.jobs.errors import JobProtocolError
 from backend.jobs.events import (
     ErrorEvent,

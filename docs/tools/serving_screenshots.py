@@ -58,9 +58,9 @@ def open_window(size: tuple[int, int], **server: object) -> MainWindow:
     """The app's window at ``size``, settings in a temporary ``QUANTDESK_HOME`` (server
     settings from ``server``), shown, with no autostart and no close question."""
     os.environ.setdefault("QUANTDESK_HOME", tempfile.mkdtemp(prefix="quantdesk-shots-"))
-    from app.app_settings import AppSettings
     from app.main import create_app
     from app.main_window import MainWindow
+    from app.storage.app_settings import AppSettings
 
     create_app([sys.argv[0]])
     settings = AppSettings(autostart_server=False)
@@ -81,7 +81,7 @@ def take(
     window = open_window(size, ctx_size=2048, parallel=4, port=0)
     from app.pages.bench_page import BenchPage
     from app.pages.chat_page import ChatPage
-    from app.server_process import ServerState
+    from app.workers.server_process import ServerState
 
     out.mkdir(parents=True, exist_ok=True)
     shots: list[Path] = []

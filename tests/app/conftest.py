@@ -7,8 +7,8 @@ from collections.abc import Iterator
 import pytest
 from pytestqt.qtbot import QtBot
 
-from app.app_settings import AppSettings
 from app.main_window import MainWindow
+from app.storage.app_settings import AppSettings
 
 
 @pytest.fixture

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from app.app_settings import AppSettings, ServerKnobs
+from app.storage.app_settings import AppSettings, ServerKnobs
 
 
 def test_round_trip(isolated_home: Path) -> None:

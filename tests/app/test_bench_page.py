@@ -8,9 +8,9 @@ import pytest
 from PySide6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 
-from app.bench_store import BenchStore
 from app.main_window import MainWindow
 from app.pages.bench_page import BenchPage, parse_levels
+from app.storage.bench_store import BenchStore
 
 
 def test_parse_levels() -> None:

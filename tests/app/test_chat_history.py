@@ -5,9 +5,9 @@ from __future__ import annotations
 from PySide6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 
-from app.chat_store import ChatMessage, ChatStore, Conversation
 from app.main_window import MainWindow
 from app.pages.chat_page import ChatPage
+from app.storage.chat_store import ChatMessage, ChatStore, Conversation
 
 
 def test_history_reopen_and_delete(window: MainWindow, qtbot: QtBot) -> None:

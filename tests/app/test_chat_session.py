@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from app.app_settings import ChatDefaults, ServerKnobs
-from app.chat_store import ChatMessage, ChatStore, Conversation
 from app.page_models.chat_session import (
     ChatSession,
     request_params,
@@ -14,6 +12,8 @@ from app.page_models.chat_session import (
     server_notice,
     with_params,
 )
+from app.storage.app_settings import ChatDefaults, ServerKnobs
+from app.storage.chat_store import ChatMessage, ChatStore, Conversation
 
 
 def _session(tmp_path: Path, **defaults: object) -> ChatSession:

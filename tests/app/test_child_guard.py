@@ -11,7 +11,7 @@ import pytest
 
 PARENT = r"""
 import os, subprocess, sys, time
-child = subprocess.Popen([sys.executable, "-m", "app.child_guard", str(os.getpid()),
+child = subprocess.Popen([sys.executable, "-m", "app.workers.child_guard", str(os.getpid()),
                           sys.executable, "-c", "import time; time.sleep(120)"])
 print(child.pid, flush=True)
 time.sleep(120)
@@ -41,7 +41,15 @@ def test_child_is_terminated_when_the_parent_is_killed() -> None:
 
 def test_guard_refuses_when_parent_is_already_gone() -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "app.child_guard", "1", sys.executable, "-c", "print('ran')"],
+        [
+            sys.executable,
+            "-m",
+            "app.workers.child_guard",
+            "1",
+            sys.executable,
+            "-c",
+            "print('ran')",
+        ],
         capture_output=True,
         text=True,
         timeout=30,

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from pytestqt.qtbot import QtBot
 
-from app.app_settings import AppSettings
 from app.page_models.compare_runs import RESULT_COLUMNS, CompareOptions, Outcome
 from app.pages.compare_page import ComparePage
+from app.storage.app_settings import AppSettings
 from backend.entrypoints.main import build_parser
 from backend.hub.library import ModelLibrary
 from tests.jobs.cli_child import start_quantdesk

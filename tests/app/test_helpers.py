@@ -7,13 +7,13 @@ from pathlib import Path
 
 import numpy as np
 
-from app.app_settings import ServerKnobs
-from app.chat_store import ChatMessage, ChatStore, Conversation
-from app.markdown_render import markdown_to_html
-from app.ring_buffer import RingBuffer
-from app.server_command import base_url, launcher_prefix, serve_arguments
-from app.server_errors import explain_exit
-from app.snippets import SNIPPETS
+from app.page_models.markdown_render import markdown_to_html
+from app.page_models.ring_buffer import RingBuffer
+from app.page_models.server_command import base_url, launcher_prefix, serve_arguments
+from app.page_models.server_errors import explain_exit
+from app.page_models.snippets import SNIPPETS
+from app.storage.app_settings import ServerKnobs
+from app.storage.chat_store import ChatMessage, ChatStore, Conversation
 from backend.entrypoints.main import build_parser
 
 

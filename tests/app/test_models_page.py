@@ -11,9 +11,9 @@ from PySide6.QtCore import QUrl
 from PySide6.QtWidgets import QTableWidget
 from pytestqt.qtbot import QtBot
 
-from app.app_settings import AppSettings
 from app.page_models.download_queue import DownloadState
 from app.pages.models_page import ModelsPage
+from app.storage.app_settings import AppSettings
 from backend.settings.default_model import DEFAULT_MODEL_ID
 from tests.hub.conftest import (  # noqa: F401  (fixtures)
     GGUF_FILE,

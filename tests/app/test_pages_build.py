@@ -7,13 +7,13 @@ from pathlib import Path
 from pytestqt.qtbot import QtBot
 
 from app.app_context import AppContext
-from app.app_settings import AppSettings
 from app.main_window import MainWindow
 from app.pages import PAGES, BrokenPage, ComingSoonPage, PageSpec, build_page
 from app.pages.bench_page import BenchPage
 from app.pages.chat_page import ChatPage
 from app.pages.dashboard_page import DashboardPage
 from app.pages.server_page import ServerPage
+from app.storage.app_settings import AppSettings
 
 OWN_PAGES = {"server": ServerPage, "dashboard": DashboardPage, "chat": ChatPage, "bench": BenchPage}
 
@@ -45,7 +45,7 @@ def test_page_that_raises_shows_the_error(qtbot: QtBot) -> None:
     settings = AppSettings(autostart_server=False)
     context = AppContext(settings)
     # a real module whose named class is not a page: constructing it raises
-    spec = PageSpec("bad", "Bad", "models", "app.ring_buffer", "RingBuffer", "")
+    spec = PageSpec("bad", "Bad", "models", "app.page_models.ring_buffer", "RingBuffer", "")
     page = build_page(spec, settings, context)
     qtbot.addWidget(page)
     assert isinstance(page, BrokenPage)

@@ -15,12 +15,12 @@ from PySide6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 
 from app.app_context import AppContext
-from app.app_settings import AppSettings
 from app.main_window import MainWindow
+from app.page_models.server_command import find_free_port, port_is_free
+from app.page_models.server_errors import explain_exit, failure_title
 from app.pages.server_page import ServerPage
-from app.server_command import find_free_port, port_is_free
-from app.server_errors import explain_exit, failure_title
-from app.server_process import ServerState
+from app.storage.app_settings import AppSettings
+from app.workers.server_process import ServerState
 from tests.app.layout_check import layout_problems
 
 START_TIMEOUT_MS = 180_000

@@ -6,8 +6,8 @@ from pathlib import Path
 
 from pytestqt.qtbot import QtBot
 
-from app.app_settings import AppSettings
 from app.pages.quantize_page import QuantizePage
+from app.storage.app_settings import AppSettings
 from backend.hub.library import ModelLibrary
 
 

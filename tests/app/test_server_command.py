@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from app.app_settings import ServerKnobs
-from app.server_command import serve_arguments
+from app.page_models.server_command import serve_arguments
+from app.storage.app_settings import ServerKnobs
 from backend.entrypoints.main import build_parser
 from backend.settings import EngineSettings, ServerSettings
 from backend.settings.engine_settings import ServingKnobs

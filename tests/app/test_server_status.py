@@ -3,7 +3,7 @@ failure offers, and the URL and snippets clients get."""
 
 from __future__ import annotations
 
-from app.app_settings import ServerKnobs
+from app.page_models.server_errors import ServerProcessError
 from app.page_models.server_status import (
     Endpoint,
     failure_advice,
@@ -12,8 +12,8 @@ from app.page_models.server_status import (
     serving_detail,
     status_view,
 )
-from app.server_errors import ServerProcessError
-from app.snippets import SNIPPETS
+from app.page_models.snippets import SNIPPETS
+from app.storage.app_settings import ServerKnobs
 
 
 def test_each_state_says_what_happens_and_which_buttons_work() -> None:

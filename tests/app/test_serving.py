@@ -13,13 +13,13 @@ from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import QApplication, QMessageBox
 from pytestqt.qtbot import QtBot
 
-from app.chat_store import ChatStore
 from app.main_window import MainWindow
 from app.pages.chat_page import ChatPage
 from app.pages.dashboard_page import DashboardPage
 from app.pages.server_page import ServerPage
-from app.server_process import ServerState
-from app.theme import human_bytes
+from app.storage.chat_store import ChatStore
+from app.workers.server_process import ServerState
+from backend.core.units import human_bytes
 from backend.engine.stats_model import StatsSnapshot
 
 START_TIMEOUT_MS = 180_000
@@ -213,7 +213,7 @@ _LIMITED = (
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RLIMIT_AS semantics")
 def test_out_of_memory_on_load_says_so_and_shows_the_estimate(qtbot: QtBot, settings: Any) -> None:
     from app.app_context import AppContext
-    from app.server_process import ServerSupervisor
+    from app.workers.server_process import ServerSupervisor
 
     settings.server.ctx_size = 262_144  # ~6 GiB of f16 KV for SmolLM2
     supervisor = ServerSupervisor(launcher=lambda: [sys.executable, "-c", _LIMITED])

@@ -6,8 +6,8 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QPushButton, QWidget
 from pytestqt.qtbot import QtBot
 
-from app.app_settings import AppSettings
 from app.first_run_tour import STEPS, FirstRunTour, maybe_show_tour
+from app.storage.app_settings import AppSettings
 
 
 def test_tour_walks_three_steps_and_finishes_on_chat(qtbot: QtBot) -> None:

@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
-from app.atomic_file import write_text_atomic
+from app.storage.atomic_file import write_text_atomic
 from backend.settings.paths import subdir
 
 log = logging.getLogger(__name__)

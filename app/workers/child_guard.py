@@ -1,4 +1,6 @@
-"""Run a program that dies with its parent: ``python -m app.child_guard PID PROGRAM ARGS...``.
+"""Run a program that dies with its parent.
+
+    python -m app.workers.child_guard PID PROGRAM ARGS...
 
 On Linux the child asks the kernel for SIGTERM when its parent goes away
 (``PR_SET_PDEATHSIG``, kept across ``exec``), then becomes ``PROGRAM``. So a
@@ -18,7 +20,7 @@ PR_SET_PDEATHSIG = 1
 
 def main(argv: list[str]) -> int:
     if len(argv) < 2:
-        sys.stderr.write("usage: python -m app.child_guard PARENT_PID PROGRAM [ARGS...]\n")
+        sys.stderr.write("usage: python -m app.workers.child_guard PARENT_PID PROGRAM [ARGS...]\n")
         return 2
     parent_pid = int(argv[0])
     program, args = argv[1], argv[1:]

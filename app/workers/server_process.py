@@ -22,9 +22,9 @@ import httpx
 from PySide6.QtCore import QObject, QProcess, QProcessEnvironment, QTimer, QUrl, Signal
 from PySide6.QtNetwork import QNetworkAccessManager, QNetworkReply, QNetworkRequest
 
-from app.app_settings import ServerKnobs
-from app.server_command import base_url, launcher_prefix, serve_arguments
-from app.server_errors import ServerProcessError, explain_exit
+from app.page_models.server_command import base_url, launcher_prefix, serve_arguments
+from app.page_models.server_errors import ServerProcessError, explain_exit
+from app.storage.app_settings import ServerKnobs
 
 log = logging.getLogger(__name__)
 

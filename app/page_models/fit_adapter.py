@@ -11,8 +11,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from app.app_settings import ServerKnobs
-from app.model_choices import cached_header, model_facts
+from app.page_models.model_choices import cached_header, model_facts
+from app.storage.app_settings import ServerKnobs
 from backend.core.errors import QuantDeskError
 from backend.fit.fit_estimate import Verdict, estimate_fit
 from backend.fit.memory_probe import AvailableMemory, probe_memory

@@ -11,20 +11,20 @@ import socket
 import sys
 from pathlib import Path
 
-from app.app_settings import ServerKnobs
+from app.storage.app_settings import ServerKnobs
 from backend.settings.flags import settings_argv
 
 
 def launcher_prefix() -> list[str]:
     """The program and leading arguments that run the ``quantdesk`` CLI.
 
-    From a venv the CLI runs through :mod:`app.child_guard`, so on Linux the
+    From a venv the CLI runs through :mod:`app.workers.child_guard`, so on Linux the
     server is terminated if the window dies without stopping it.
     """
     frozen = getattr(sys, "frozen", False)  # PyInstaller: the app binary is the CLI too
     cli = [sys.executable] if frozen else [sys.executable, "-m", "backend.entrypoints.main"]
     if sys.platform.startswith("linux"):
-        return [sys.executable, "-m", "app.child_guard", str(os.getpid()), *cli]
+        return [sys.executable, "-m", "app.workers.child_guard", str(os.getpid()), *cli]
     return cli
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
-from app.atomic_file import write_text_atomic
+from app.storage.atomic_file import write_text_atomic
 from backend.settings import quantdesk_home
 from backend.settings.engine_settings import ServingKnobs
 from backend.settings.server_settings import ListenSettings

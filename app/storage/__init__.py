@@ -1,0 +1,1 @@
+"""What the GUI keeps between runs: settings, saved chats, bench runs (Qt-free, atomic writes)."""
