@@ -58,57 +58,22 @@ def ours_in(tree: Path) -> Callable[[Knobs, int], list[str]]:
     return argv
 
 
+def shared_flags(k: Knobs, port: int) -> list[str]:
+    """The flags ours and llama-server spell alike."""
+    knobs = {"--host": "127.0.0.1", "--port": port, "-np": k.parallel, "-t": k.threads}
+    knobs |= {"-tb": k.threads, "-c": k.ctx, "-b": k.batch, "-ub": k.ubatch}
+    return [str(part) for flag, value in knobs.items() for part in (flag, value)]
+
+
 def ours_argv_of(module: str, k: Knobs, port: int) -> list[str]:
-    return [
-        str(VENV_BIN / "python"),
-        "-m",
-        module,
-        "serve",
-        "--model",
-        str(k.model),
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "-np",
-        str(k.parallel),
-        "-t",
-        str(k.threads),
-        "-tb",
-        str(k.threads),
-        "-c",
-        str(k.ctx),
-        "-b",
-        str(k.batch),
-        "-ub",
-        str(k.ubatch),
-    ] + ([] if k.kv_unified else ["--kv-per-slot"])
+    argv = [str(VENV_BIN / "python"), "-m", module, "serve", "--model", str(k.model)]
+    return argv + shared_flags(k, port) + ([] if k.kv_unified else ["--kv-per-slot"])
 
 
 def llama_server_argv(binary: Path) -> Callable[[Knobs, int], list[str]]:
     def argv(k: Knobs, port: int) -> list[str]:
-        return [
-            str(binary),
-            "-m",
-            str(k.model),
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "-np",
-            str(k.parallel),
-            "-t",
-            str(k.threads),
-            "-tb",
-            str(k.threads),
-            "-c",
-            str(k.ctx),
-            "-b",
-            str(k.batch),
-            "-ub",
-            str(k.ubatch),
-            "--no-webui",
-        ] + (["-kvu"] if k.kv_unified else [])
+        head = [str(binary), "-m", str(k.model)]
+        return head + shared_flags(k, port) + ["--no-webui"] + (["-kvu"] if k.kv_unified else [])
 
     return argv
 

@@ -13,7 +13,6 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QHeaderView,
     QLabel,
-    QPlainTextEdit,
     QPushButton,
     QScrollArea,
     QSplitter,
@@ -34,7 +33,7 @@ from app.page_models.compare_runs import (
 )
 from app.page_models.markdown_render import markdown_to_html
 from app.theme import BAD, GOOD, MUTED, SERIES, SURFACE, TEXT, WARN
-from app.widgets.common import EmptyState, table_item
+from app.widgets.common import EmptyState, log_view, table_item
 from backend.compare.results import CompareResult
 
 BAND_COLOURS = {Band.REFERENCE: MUTED, Band.GOOD: GOOD, Band.WARN: WARN, Band.BAD: BAD}
@@ -68,10 +67,7 @@ class CompareResultsView(QWidget):
         self.tabs = QTabWidget()
         self.tabs.addTab(self._build_table_tab(), "Results")
         self.tabs.addTab(self._build_answers_tab(), "Answers")
-        self.log_view = QPlainTextEdit()
-        self.log_view.setObjectName("LogView")
-        self.log_view.setReadOnly(True)
-        self.log_view.setMaximumBlockCount(5000)
+        self.log_view = log_view(max_lines=5000)
         self.tabs.addTab(self.log_view, "Log")
         self.stack.addWidget(self.empty)
         self.stack.addWidget(self.tabs)
