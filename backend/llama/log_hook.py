@@ -1,8 +1,10 @@
-"""llama.cpp's log (``llama_log_set``) into Python: one C callback over a pluggable sink.
+"""llama.cpp's log (``llama_log_set``) into Python: one C callback over a swappable sink.
 
-A sink gets ``(ggml_log_level, text)`` for each piece llama.cpp writes (a piece may be a
-part of a line). :class:`LoggingSink` sends pieces to a :mod:`logging` logger;
-:class:`LineAssembler` joins them into whole lines for a parser.
+The C callback is made once and kept for the life of the process; only the Python sink
+behind it changes. Another thread may be inside the callback while the sink is swapped, so
+the callback itself must never be freed. A sink gets ``(ggml_log_level, text)`` for each
+piece llama.cpp writes (a piece may be a part of a line). :class:`LoggingSink` sends pieces
+to a :mod:`logging` logger; :class:`LineAssembler` joins them into whole lines for a parser.
 """
 
 from __future__ import annotations
@@ -11,7 +13,6 @@ import ctypes
 import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
 
 import llama_cpp
 
@@ -22,18 +23,28 @@ GGML_LOG_LEVEL_CONT = 5
 # llama.cpp's INFO is very chatty: it goes to DEBUG, warnings and errors stay visible.
 _PY_LEVELS = {3: logging.WARNING, 4: logging.ERROR}
 
-# The C callback installed for the rest of the process (ctypes must not free it), with the
-# logger its sink writes to.
-_routed: dict[str, Any] = {}
 
+class _SinkSwitch:
+    """The sink the process-wide C callback writes to, and whose sink it is."""
 
-def _c_callback(sink: LogSink) -> Any:
-    @llama_cpp.llama_log_callback  # type: ignore[misc]
-    def callback(level: int, text: bytes | None, _user_data: ctypes.c_void_p) -> None:
-        if text:
+    def __init__(self) -> None:
+        self.sink: LogSink | None = None
+        self.logger: logging.Logger | None = None
+
+    def __call__(self, level: int, text: bytes | None, _user_data: ctypes.c_void_p) -> None:
+        sink = self.sink  # one read: a swap on another thread cannot split this call
+        if text and sink is not None:
             sink(level, text.decode("utf-8", "replace"))
 
-    return callback
+
+_switch = _SinkSwitch()
+# Made once, never replaced nor freed: llama.cpp keeps its address for the whole process.
+_C_CALLBACK = llama_cpp.llama_log_callback(_switch)
+_C_CALLBACK_ADDRESS = ctypes.cast(_C_CALLBACK, ctypes.c_void_p).value
+
+
+def _install_callback() -> None:
+    llama_cpp.llama_log_set(_C_CALLBACK, ctypes.c_void_p(0))
 
 
 class LoggingSink:
@@ -74,25 +85,26 @@ class LineAssembler:
 
 def route_llama_log(logger: logging.Logger) -> None:
     """Send llama.cpp's log to ``logger`` (a :class:`LoggingSink`) from now on."""
-    if _routed.get("logger") is logger:
-        return
-    callback = _c_callback(LoggingSink(logger))
-    llama_cpp.llama_log_set(callback, ctypes.c_void_p(0))
-    _routed.update(logger=logger, callback=callback)
+    if _switch.logger is not logger:
+        _switch.sink, _switch.logger = LoggingSink(logger), logger
+    _install_callback()
 
 
 @contextmanager
 def captured_llama_log(on_line: Callable[[str], None]) -> Iterator[None]:
     """llama.cpp's log as whole lines through ``on_line`` during the block; the previous
-    logger after it."""
+    sink (or callback, when llama.cpp's log went elsewhere) after it."""
     previous_cb = llama_cpp.llama_log_callback()
     previous_ud = ctypes.c_void_p()
     llama_cpp.llama_log_get(ctypes.byref(previous_cb), ctypes.byref(previous_ud))
+    previous_sink, previous_logger = _switch.sink, _switch.logger
     lines = LineAssembler(on_line)
-    callback = _c_callback(lines)  # held by this frame while llama.cpp may call it
-    llama_cpp.llama_log_set(callback, ctypes.c_void_p(0))
+    _switch.sink, _switch.logger = lines, None
+    _install_callback()
     try:
         yield
     finally:
+        _switch.sink, _switch.logger = previous_sink, previous_logger
         lines.flush()
-        llama_cpp.llama_log_set(previous_cb, previous_ud)
+        if ctypes.cast(previous_cb, ctypes.c_void_p).value != _C_CALLBACK_ADDRESS:
+            llama_cpp.llama_log_set(previous_cb, previous_ud)

@@ -81,6 +81,24 @@ def test_routed_log_lands_in_the_logger_with_info_as_debug(
     assert {r.levelno for r in records} == {logging.DEBUG}  # a clean load: no warnings
 
 
+def test_rerouting_swaps_the_sink_under_one_c_callback(
+    smollm2_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    first = logging.getLogger("tests.llama.first")
+    second = logging.getLogger("tests.llama.second")
+    route_llama_log(first)
+    installed = _current_log_callback()
+    with caplog.at_level(logging.DEBUG):  # both loggers would be heard
+        route_llama_log(second)
+        assert _current_log_callback() == installed  # never replaced, so never freed
+        with captured_llama_log(lambda _line: None):
+            assert _current_log_callback() == installed
+        llama_cpp.llama_model_free(_load_vocab_only(smollm2_path))
+    assert _current_log_callback() == installed
+    names = {r.name for r in caplog.records}
+    assert second.name in names and first.name not in names
+
+
 def test_logging_sink_levels_and_continuations(caplog: pytest.LogCaptureFixture) -> None:
     sink = LoggingSink(logging.getLogger("tests.llama.sink"))
     with caplog.at_level(logging.DEBUG, logger="tests.llama.sink"):
