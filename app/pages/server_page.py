@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import logging
+from typing import Any, get_args
 
+from annotated_types import Ge, Le
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QShowEvent
 from PySide6.QtWidgets import (
@@ -39,22 +41,47 @@ from app.widgets.common import Banner, page_header
 from app.widgets.fit_bar import FitBar
 from app.workers.library_events import library_events
 from app.workers.server_process import ServerState
-from backend.settings.engine_settings import CacheType
 
 log = logging.getLogger(__name__)
 
-CACHE_TYPES: tuple[str, ...] = CacheType.__args__  # type: ignore[attr-defined]
+
+def knob_bounds(name: str) -> tuple[int, int]:
+    """The ``ge``/``le`` bounds :class:`ServerKnobs` declares for an integer knob."""
+    lo = hi = None
+    for bound in ServerKnobs.model_fields[name].metadata:
+        if isinstance(bound, Ge) and isinstance(bound.ge, int):
+            lo = bound.ge
+        elif isinstance(bound, Le) and isinstance(bound.le, int):
+            hi = bound.le
+    if lo is None or hi is None:
+        raise ValueError(f"knob {name!r} declares no integer ge/le bounds")
+    return lo, hi
 
 
-def _spin(lo: int, hi: int, value: int, step: int = 1, special: str | None = None) -> QSpinBox:
+def knob_choices(name: str) -> list[str]:
+    """The values a Literal-typed knob of :class:`ServerKnobs` accepts, in declared order."""
+    return [str(choice) for choice in get_args(ServerKnobs.model_fields[name].annotation)]
+
+
+def _knob_spin(name: str, step: int = 1, special: str | None = None) -> QSpinBox:
+    """A spin box whose range, default and tooltip are the knob's own in :class:`ServerKnobs`."""
+    field = ServerKnobs.model_fields[name]
     box = QSpinBox()
-    box.setRange(lo, hi)
+    box.setRange(*knob_bounds(name))
     box.setSingleStep(step)
-    box.setValue(value)
+    box.setValue(field.get_default(call_default_factory=True))
     box.setAccelerated(True)
+    box.setToolTip(field.description or "")
     if special:
         box.setSpecialValueText(special)
     return box
+
+
+def _knob_combo(name: str) -> QComboBox:
+    combo = QComboBox()
+    combo.addItems(knob_choices(name))
+    combo.setToolTip(ServerKnobs.model_fields[name].description or "")
+    return combo
 
 
 class ServerPage(QWidget):
@@ -138,22 +165,23 @@ class ServerPage(QWidget):
         grid = QGridLayout(box)
         grid.setHorizontalSpacing(14)
         grid.setVerticalSpacing(8)
-        self.ctx_spin = _spin(256, 1_048_576, 4096, 256)
-        self.ctx_spin.setToolTip("Total KV-cache cells shared by all parallel sequences")
-        self.parallel_spin = _spin(1, 128, 4)
-        self.parallel_spin.setToolTip("Sequences generated at once (continuous batching)")
-        self.batch_spin = _spin(32, 65_536, 512, 32)
-        self.ubatch_spin = _spin(16, 65_536, 512, 16)
-        self.ngl_spin = _spin(-1, 100_000, -1, 1, "all")
-        self.ngl_spin.setToolTip("Layers offloaded to the GPU (all = every layer)")
-        self.threads_spin = _spin(1, 512, 4)
-        self.ctk_combo = QComboBox()
-        self.ctv_combo = QComboBox()
-        for combo in (self.ctk_combo, self.ctv_combo):
-            combo.addItems(list(CACHE_TYPES))
-        self.ctv_combo.setToolTip("A quantised V cache needs flash attention")
-        self.fa_combo = QComboBox()
-        self.fa_combo.addItems(["auto", "on", "off"])
+        self.ctx_spin = _knob_spin("ctx_size", 256)
+        self.parallel_spin = _knob_spin("parallel")
+        self.batch_spin = _knob_spin("batch_size", 32)
+        self.ubatch_spin = _knob_spin("ubatch_size", 16)
+        self.ngl_spin = _knob_spin("gpu_layers", special="all")
+        self.threads_spin = _knob_spin("threads")
+        self.knob_spins: dict[str, QSpinBox] = {
+            "ctx_size": self.ctx_spin,
+            "parallel": self.parallel_spin,
+            "batch_size": self.batch_spin,
+            "ubatch_size": self.ubatch_spin,
+            "gpu_layers": self.ngl_spin,
+            "threads": self.threads_spin,
+        }
+        self.ctk_combo = _knob_combo("cache_type_k")
+        self.ctv_combo = _knob_combo("cache_type_v")
+        self.fa_combo = _knob_combo("flash_attn")
         self.kv_layout_combo = QComboBox()
         self.kv_layout_combo.addItems(["unified", "per slot"])
         self.kv_layout_combo.setToolTip(
@@ -177,14 +205,7 @@ class ServerPage(QWidget):
         grid.setColumnStretch(1, 1)
         grid.setColumnStretch(3, 1)
         self.model_picker.layers_read.connect(self.ngl_spin.setMaximum)
-        for spin in (
-            self.ctx_spin,
-            self.parallel_spin,
-            self.batch_spin,
-            self.ubatch_spin,
-            self.ngl_spin,
-            self.threads_spin,
-        ):
+        for spin in self.knob_spins.values():
             spin.valueChanged.connect(self._on_knob_changed)
         for combo in (self.ctk_combo, self.ctv_combo, self.fa_combo, self.kv_layout_combo):
             combo.currentIndexChanged.connect(self._on_knob_changed)
@@ -204,7 +225,8 @@ class ServerPage(QWidget):
         form.setVerticalSpacing(8)
         self.host_edit = QLineEdit()
         self.host_edit.setToolTip("127.0.0.1 keeps the server private to this machine")
-        self.port_spin = _spin(0, 65_535, 8080, 1, "any free port")
+        self.port_spin = _knob_spin("port", special="any free port")
+        self.knob_spins["port"] = self.port_spin
         self.key_edit = QLineEdit()
         self.key_edit.setPlaceholderText("none (required when binding a public address)")
         self.key_edit.setEchoMode(QLineEdit.EchoMode.PasswordEchoOnEdit)
@@ -246,25 +268,20 @@ class ServerPage(QWidget):
         self.cors_edit.setText(", ".join(k.cors_origins))
 
     def knobs(self) -> ServerKnobs:
-        """The knobs as the widgets show them."""
+        """The knobs as the widgets show them; knobs the page does not show keep their
+        saved values."""
         origins = [o.strip() for o in self.cors_edit.text().split(",") if o.strip()]
-        return ServerKnobs(
-            model=self.model_picker.value(),
-            ctx_size=self.ctx_spin.value(),
-            batch_size=self.batch_spin.value(),
-            ubatch_size=self.ubatch_spin.value(),
-            parallel=self.parallel_spin.value(),
-            gpu_layers=self.ngl_spin.value(),
-            cache_type_k=self.ctk_combo.currentText(),  # type: ignore[arg-type]
-            cache_type_v=self.ctv_combo.currentText(),  # type: ignore[arg-type]
-            flash_attn=self.fa_combo.currentText(),  # type: ignore[arg-type]
-            kv_per_slot=self.kv_layout_combo.currentIndex() == 1,
-            threads=self.threads_spin.value(),
-            host=self.host_edit.text().strip() or "127.0.0.1",
-            port=self.port_spin.value(),
-            api_key=self.key_edit.text().strip(),
-            cors_origins=origins,
-        )
+        shown: dict[str, Any] = {name: spin.value() for name, spin in self.knob_spins.items()} | {
+            "model": self.model_picker.value(),
+            "cache_type_k": self.ctk_combo.currentText(),
+            "cache_type_v": self.ctv_combo.currentText(),
+            "flash_attn": self.fa_combo.currentText(),
+            "kv_per_slot": self.kv_layout_combo.currentIndex() == 1,
+            "host": self.host_edit.text().strip() or "127.0.0.1",
+            "api_key": self.key_edit.text().strip(),
+            "cors_origins": origins,
+        }
+        return self.settings.server.model_copy(update=shown)
 
     def set_model(self, value: str) -> None:
         """Select a model (a path or 'default'), adding it to the list if needed."""

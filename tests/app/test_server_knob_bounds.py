@@ -1,0 +1,60 @@
+"""The Server page's knob widgets take their ranges and choices from ServerKnobs itself."""
+
+from __future__ import annotations
+
+from typing import get_args
+
+from annotated_types import Ge, Le
+
+from app.main_window import MainWindow
+from app.pages.server_page import ServerPage
+from app.storage.app_settings import AppSettings, ServerKnobs
+
+
+def _declared_bounds(name: str) -> tuple[object, object]:
+    metadata = ServerKnobs.model_fields[name].metadata
+    ge = next(m.ge for m in metadata if isinstance(m, Ge))
+    le = next(m.le for m in metadata if isinstance(m, Le))
+    return ge, le
+
+
+def test_spin_ranges_are_the_models_bounds(window: MainWindow) -> None:
+    page = window.page("server")
+    assert isinstance(page, ServerPage)
+    bounded_ints = {
+        name
+        for name, field in ServerKnobs.model_fields.items()
+        if field.annotation is int and any(isinstance(m, Le) for m in field.metadata)
+    }
+    # every bounded integer knob but the prefix cache (not shown) has a spin box
+    assert bounded_ints - set(page.knob_spins) == {"prefix_cache_entries"}
+    for name, spin in page.knob_spins.items():
+        ge, le = _declared_bounds(name)
+        assert spin.minimum() == ge, name
+        if name == "gpu_layers":  # narrowed to the picked model's layer count
+            assert isinstance(le, int) and 0 < spin.maximum() <= le
+        else:
+            assert spin.maximum() == le, name
+        spin.setValue(spin.maximum() + 1)  # the box clamps: no value the model refuses
+        assert spin.value() == spin.maximum()
+    ServerKnobs.model_validate(page.knobs().model_dump())
+
+    for combo, name in (
+        (page.ctk_combo, "cache_type_k"),
+        (page.ctv_combo, "cache_type_v"),
+        (page.fa_combo, "flash_attn"),
+    ):
+        offered = [combo.itemText(i) for i in range(combo.count())]
+        assert offered == list(get_args(ServerKnobs.model_fields[name].annotation))
+
+
+def test_knobs_the_page_does_not_show_keep_their_values(
+    window: MainWindow, settings: AppSettings
+) -> None:
+    page = window.page("server")
+    assert isinstance(page, ServerPage)
+    settings.server = settings.server.model_copy(update={"prefix_cache_entries": 3})
+    page.parallel_spin.setValue(3)  # a knob change writes the page's knobs back
+    assert settings.server.parallel == 3
+    assert settings.server.prefix_cache_entries == 3
+    assert page.knobs().prefix_cache_entries == 3
