@@ -1,4 +1,5 @@
-"""Tokenise and render tokens with a llama.cpp vocabulary (buffers resized on demand)."""
+"""Tokenise, detokenise and render tokens with a llama.cpp vocabulary (buffers resized on
+demand)."""
 
 from __future__ import annotations
 
@@ -40,3 +41,21 @@ def token_to_piece(vocab: Any, token: int, *, special: bool = False) -> bytes:
         buf = ctypes.create_string_buffer(-n)
         n = llama_cpp.llama_token_to_piece(vocab, token, buf, len(buf), 0, special)
     return buf.raw[:n]
+
+
+def detokenize(vocab: Any, tokens: list[int], *, special: bool) -> str:
+    """The text of ``tokens`` through ``llama_detokenize``; special tokens render as their
+    text when ``special``. Invalid UTF-8 (a character cut in two) is replaced."""
+    if not tokens:
+        return ""
+    ids = (llama_cpp.llama_token * len(tokens))(*tokens)
+    capacity = max(_PIECE_BUFFER, len(tokens) * 8)
+    buf = ctypes.create_string_buffer(capacity)
+    n = llama_cpp.llama_detokenize(vocab, ids, len(tokens), buf, capacity, False, special)
+    if n < 0:  # the buffer was too small: -n bytes are needed
+        capacity = -n
+        buf = ctypes.create_string_buffer(capacity)
+        n = llama_cpp.llama_detokenize(vocab, ids, len(tokens), buf, capacity, False, special)
+    if n < 0:
+        raise TokenizeError(f"llama.cpp could not detokenise {len(tokens)} tokens (code {n})")
+    return buf.raw[:n].decode(errors="replace")

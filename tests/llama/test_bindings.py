@@ -13,7 +13,7 @@ import pytest
 
 from backend.llama.backend_init import init_llama_backend
 from backend.llama.log_hook import LineAssembler, LoggingSink, captured_llama_log, route_llama_log
-from backend.llama.tokens import token_to_piece, tokenize
+from backend.llama.tokens import detokenize, token_to_piece, tokenize
 
 
 def _load_vocab_only(path: Path) -> Any:
@@ -54,6 +54,17 @@ def test_special_tokens_render_only_when_asked(vocab: Any) -> None:
     assert token_to_piece(vocab, eos, special=True) == b"<|im_end|>"
     parsed = tokenize(vocab, b"<|im_end|>", add_special=False, parse_special=True)
     assert parsed.tolist() == [eos]
+
+
+def test_detokenize_round_trips_and_grows_its_buffer(vocab: Any) -> None:
+    text = "Grüße, 世界! naïve café"
+    tokens = tokenize(vocab, text.encode(), add_special=False, parse_special=False).tolist()
+    assert detokenize(vocab, tokens, special=False) == text
+    assert detokenize(vocab, [], special=True) == ""
+    eos = int(llama_cpp.llama_vocab_eos(vocab))
+    # 10 bytes a token against a first buffer of 8 a token: the retry path
+    assert detokenize(vocab, [eos] * 10, special=True) == "<|im_end|>" * 10
+    assert detokenize(vocab, [eos] * 10, special=False) == ""
 
 
 def test_captured_log_gets_whole_lines_and_restores_the_previous_logger(

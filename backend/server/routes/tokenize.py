@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import ctypes
 from typing import Any
 
-import llama_cpp
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from backend.engine.engine import Engine
-from backend.llama.tokens import token_to_piece
+from backend.llama.tokens import detokenize, token_to_piece
 from backend.server.auth import require_api_key
 from backend.server.errors import ApiError
 from backend.server.generation import off_loop, ready_engine
@@ -53,22 +51,6 @@ def ensure_utf8(text: str, param: str) -> str:
 def token_piece(engine: Engine, token: int) -> bytes:
     """The bytes of one token, special tokens rendered as their text (as llama-server does)."""
     return token_to_piece(engine.runtime.vocab, token, special=True)
-
-
-def detokenize(engine: Engine, tokens: list[int]) -> str:
-    """Text of ``tokens`` through llama_detokenize (keeps special tokens' text)."""
-    if not tokens:
-        return ""
-    arr = (llama_cpp.llama_token * len(tokens))(*tokens)
-    vocab = engine.runtime.vocab
-    cap = max(64, len(tokens) * 8)
-    buf = ctypes.create_string_buffer(cap)
-    n = llama_cpp.llama_detokenize(vocab, arr, len(tokens), buf, cap, False, True)
-    if n < 0:
-        cap = -n
-        buf = ctypes.create_string_buffer(cap)
-        n = llama_cpp.llama_detokenize(vocab, arr, len(tokens), buf, cap, False, True)
-    return buf.raw[:n].decode(errors="replace")
 
 
 def check_token_ids(engine: Engine, tokens: list[int], param: str) -> None:
@@ -115,6 +97,6 @@ async def detokenize_route(body: DetokenizeRequest, request: Request) -> dict[st
 
     def run() -> dict[str, Any]:
         check_token_ids(engine, body.tokens, "tokens")
-        return {"content": detokenize(engine, body.tokens)}
+        return {"content": detokenize(engine.runtime.vocab, body.tokens, special=True)}
 
     return await off_loop(run)
