@@ -11,7 +11,7 @@ from app.page_models.server_command import find_free_port, port_is_free
 from app.storage.app_settings import AppSettings
 from app.workers.server_process import ServerState, ServerSupervisor
 from app.workers.stats_poller import stats_poller
-from app.workers.thread_worker import ThreadWorker
+from app.workers.thread_worker import ThreadWorker, stop_worker
 from backend.engine.stats_model import StatsSnapshot
 
 log = logging.getLogger(__name__)
@@ -94,9 +94,8 @@ class AppContext(QObject):
 
     def _stop_polling(self) -> None:
         if self._poller is not None:
-            self._poller.cancel()
-            self._poller.wait(3000)
-            self._poller.deleteLater()
+            if stop_worker(self._poller, 3000):
+                self._poller.deleteLater()
             self._poller = None
 
     def shutdown(self) -> None:

@@ -35,7 +35,7 @@ from app.widgets.common import Banner, ElidedLabel, scroll_column, set_button_ro
 from app.widgets.message_bubble import meta_text
 from app.workers.chat_stream import stream_reply
 from app.workers.server_process import ServerState
-from app.workers.thread_worker import ThreadWorker
+from app.workers.thread_worker import ThreadWorker, stop_worker
 
 log = logging.getLogger(__name__)
 
@@ -360,8 +360,7 @@ class ChatPage(QWidget):
 
     def shutdown(self) -> None:
         if self.worker is not None:
-            self.worker.cancel()
-            self.worker.wait(5000)
+            stop_worker(self.worker, 5000)
 
     # -- server state ---------------------------------------------------------------------
     def _on_server_state(self, state: str) -> None:

@@ -160,6 +160,7 @@ class HubTab(QWidget):
             lambda: search_models(query, kind=kind, sort=sort, limit=40),
             self._on_results,
             self._on_search_error,
+            self._on_search_cancelled,
         )
 
     def _on_results(self, results: list[HubModel]) -> None:
@@ -178,6 +179,10 @@ class HubTab(QWidget):
             if results
             else "No models match that search."
         )
+
+    def _on_search_cancelled(self) -> None:
+        self.search_button.setEnabled(True)
+        self.results_note.setText("Search cancelled.")
 
     def _on_search_error(self, message: str) -> None:
         self.search_button.setEnabled(True)

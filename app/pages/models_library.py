@@ -106,7 +106,9 @@ class LibraryTab(QWidget):
         self._scanning = True
         if not self.entries:
             self.detail.setText("Reading the library…")
-        start_worker(self, scan_library, self._on_library, self._on_library_error)
+        start_worker(
+            self, scan_library, self._on_library, self._on_library_error, self._on_scan_cancelled
+        )
 
     def _on_library(self, entries: list[LibraryEntry]) -> None:
         self._scanning = False
@@ -115,6 +117,10 @@ class LibraryTab(QWidget):
         if self._rescan:
             self._rescan = False
             self.refresh()
+
+    def _on_scan_cancelled(self) -> None:
+        self._scanning = False
+        self._rescan = False
 
     def _on_library_error(self, message: str) -> None:
         self._scanning = False

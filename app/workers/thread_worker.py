@@ -7,8 +7,10 @@ plain Python: it returns a result, yields progress, or raises.
 
 from __future__ import annotations
 
+import atexit
 import logging
 import threading
+import warnings
 from collections.abc import Callable, Generator
 from typing import Any
 
@@ -95,21 +97,77 @@ def start_worker(
     work: Callable[[], Any],
     on_returned: Callable[[Any], None],
     on_errored: Callable[[str], None],
+    on_cancelled: Callable[[], None] | None = None,
 ) -> ThreadWorker:
     """Start ``work`` in a :class:`ThreadWorker` child of ``owner``; it deletes itself when
-    done, and :func:`wait_for_workers` waits for it at shutdown."""
+    done, and :func:`wait_for_workers` waits for it at shutdown. A cancelled job calls
+    ``on_cancelled`` (give one when the owner keeps a busy flag)."""
     worker = ThreadWorker(work, owner)
     worker.returned.connect(on_returned)
     worker.errored.connect(on_errored)
+    if on_cancelled is not None:
+        worker.cancelled.connect(on_cancelled)
     worker.finished.connect(worker.deleteLater)
     worker.start()
     return worker
 
 
+_detached: set[ThreadWorker] = set()
+"""Workers that outlived their owner's wait: kept alive here until they finish."""
+
+
+def _release(worker: ThreadWorker) -> None:
+    if worker in _detached:
+        worker.wait()  # ``finished`` was emitted: run() has returned, this is immediate
+        _detached.discard(worker)
+        worker.deleteLater()
+
+
+def detach(worker: ThreadWorker) -> None:
+    """Let a still-running worker outlive its owner: unparent it, stop reporting to the
+    owner, and keep it referenced until ``finished``, when it is deleted. Deleting a
+    running QThread aborts the process."""
+    log.warning("a background job did not stop in time; it is left to finish on its own")
+    with warnings.catch_warnings():  # a signal with nothing connected warns on disconnect
+        warnings.simplefilter("ignore", RuntimeWarning)
+        for signal in (
+            worker.yielded,
+            worker.returned,
+            worker.errored,
+            worker.cancelled,
+            worker.finished,
+        ):
+            signal.disconnect()
+    worker.setParent(None)
+    _detached.add(worker)
+    worker.finished.connect(lambda: _release(worker))
+    if worker.isFinished():  # it ended between the wait and the connect
+        _release(worker)
+
+
+def stop_worker(worker: ThreadWorker, msecs: int = 5000) -> bool:
+    """Cancel ``worker`` and wait up to ``msecs`` for it; True when it stopped. One still
+    running is :func:`detach`-ed, so its owner may be deleted safely."""
+    worker.cancel()
+    if worker.wait(msecs):
+        return True
+    detach(worker)
+    return False
+
+
 def wait_for_workers(owner: QObject, msecs: int = 5000) -> None:
-    """Cancel and wait for ``owner``'s running workers, so that no thread outlives its page."""
+    """Cancel and wait for ``owner``'s running workers, so that no thread outlives its page;
+    one that does not stop in time is detached from the owner."""
     workers = owner.findChildren(ThreadWorker)
     for worker in workers:
         worker.cancel()
     for worker in workers:
-        worker.wait(msecs)
+        stop_worker(worker, msecs)
+
+
+@atexit.register
+def _wait_for_detached(msecs: int = 30_000) -> None:
+    """At exit, give detached workers time to end before their QThreads are destroyed."""
+    for worker in list(_detached):
+        if not worker.wait(msecs):
+            log.error("a background job was still running at exit")

@@ -7,8 +7,15 @@ from collections.abc import Generator
 
 from PySide6.QtCore import QObject
 from pytestqt.qtbot import QtBot
+from shiboken6 import isValid
 
-from app.workers.thread_worker import ThreadWorker, start_worker, wait_for_workers
+from app.workers.thread_worker import (
+    ThreadWorker,
+    _detached,
+    start_worker,
+    stop_worker,
+    wait_for_workers,
+)
 from backend.core.errors import QuantDeskError
 
 
@@ -107,3 +114,46 @@ def test_start_worker_owns_and_wait_for_workers_stops_them(qtbot: QtBot) -> None
     assert worker.isFinished()
     qtbot.wait(50)
     assert results == []  # cancelled: neither returned nor errored
+
+
+def test_a_worker_past_the_wait_is_detached_and_outlives_its_owner(qtbot: QtBot) -> None:
+    owner = QObject()
+    release = threading.Event()
+    results: list[object] = []
+    ended: list[bool] = []
+
+    def stubborn() -> str:  # ignores cancel_event, as a blocking call might
+        release.wait(10)
+        ended.append(True)
+        return "late"
+
+    worker = start_worker(owner, stubborn, results.append, results.append)
+    assert not stop_worker(worker, 50)  # still running after the wait
+    assert worker.parent() is None and worker in _detached
+    owner.deleteLater()  # the page goes; its running thread must not be destroyed
+    qtbot.waitUntil(lambda: not isValid(owner), timeout=2000)
+    assert worker.isRunning()
+
+    release.set()
+    qtbot.waitUntil(lambda: not _detached, timeout=5000)  # released once finished
+    qtbot.waitUntil(lambda: not isValid(worker), timeout=2000)  # and deleted
+    assert ended == [True]
+    assert results == []  # the owner is gone: nothing is reported to it
+
+
+def test_start_worker_reports_a_cancel(qtbot: QtBot) -> None:
+    owner = QObject()
+    cancelled: list[bool] = []
+    results: list[object] = []
+
+    def job() -> Generator[None, None, None]:
+        while True:
+            yield None
+
+    worker = start_worker(
+        owner, job, results.append, results.append, lambda: cancelled.append(True)
+    )
+    qtbot.waitUntil(worker.isRunning, timeout=2000)
+    assert stop_worker(worker, 5000)
+    qtbot.waitUntil(lambda: cancelled == [True], timeout=2000)
+    assert results == []
