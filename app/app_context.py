@@ -10,7 +10,7 @@ from PySide6.QtCore import QObject, Signal
 from app.page_models.server_command import find_free_port, port_is_free
 from app.storage.app_settings import AppSettings
 from app.workers.server_process import ServerState, ServerSupervisor
-from app.workers.stats_poller import stats_poller
+from app.workers.stats_poller import StatsReading, stats_poller
 from app.workers.thread_worker import ThreadWorker, stop_worker
 from backend.engine.stats_model import StatsSnapshot
 
@@ -24,7 +24,7 @@ class AppContext(QObject):
     the server sees one poller however many pages watch it.
     """
 
-    stats_received = Signal(object)
+    stats_received = Signal(object, float)  # the snapshot, the monotonic time it arrived
     navigate_requested = Signal(str)  # page key
     port_moved = Signal(int, int)  # the busy port, the free one used instead
 
@@ -83,10 +83,10 @@ class AppContext(QObject):
         self._poller.yielded.connect(self._on_stats)
         self._poller.start()
 
-    def _on_stats(self, stats: StatsSnapshot) -> None:
+    def _on_stats(self, reading: StatsReading) -> None:
         if self.server.state is ServerState.RUNNING:
-            self.latest_stats = stats
-            self.stats_received.emit(stats)
+            self.latest_stats = reading.snapshot
+            self.stats_received.emit(reading.snapshot, reading.received_at)
 
     def _on_state(self, state: str) -> None:
         if state != ServerState.RUNNING.value:

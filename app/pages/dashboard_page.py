@@ -188,31 +188,33 @@ class DashboardPage(QWidget):
         return card
 
     # -- data -----------------------------------------------------------------------------
-    def on_stats(self, stats: StatsSnapshot, received_at: float | None = None) -> None:
-        """Store one /v1/stats snapshot; cheap, so it can run at 10 Hz."""
-        t = time.monotonic() if received_at is None else received_at
+    def on_stats(self, stats: StatsSnapshot, received_at: float) -> None:
+        """Store one /v1/stats snapshot at the ``time.monotonic()`` its response arrived;
+        cheap, so it can run at 10 Hz."""
         b = self.buffers
-        b["tps"].append(t, (stats.tokens.gen_tokens_per_s, stats.tokens.prompt_tokens_per_s))
+        b["tps"].append(
+            received_at, (stats.tokens.gen_tokens_per_s, stats.tokens.prompt_tokens_per_s)
+        )
         latency = stats.latency
         b["ttft"].append(
-            t,
+            received_at,
             (
                 _nan_if_none(latency.ttft_ms_last),
                 _nan_if_none(latency.ttft_ms_p50),
                 _nan_if_none(latency.ttft_ms_p99),
             ),
         )
-        b["requests"].append(t, (stats.requests.running, stats.requests.queued))
-        b["kv"].append(t, (stats.kv.used_pct,))
-        b["prefix"].append(t, (stats.prefix_cache.hits, stats.prefix_cache.misses))
+        b["requests"].append(received_at, (stats.requests.running, stats.requests.queued))
+        b["kv"].append(received_at, (stats.kv.used_pct,))
+        b["prefix"].append(received_at, (stats.prefix_cache.hits, stats.prefix_cache.misses))
         system = stats.system
-        b["ram"].append(t, (system.rss_bytes / GiB, system.ram_used_bytes / GiB))
+        b["ram"].append(received_at, (system.rss_bytes / GiB, system.ram_used_bytes / GiB))
         gpus = system.gpus[:MAX_GPUS]
         vram = [float("nan")] * MAX_GPUS
         for gpu in gpus:
             vram[gpu.index % MAX_GPUS] = gpu.vram_used_bytes / GiB
-        b["vram"].append(t, vram)
-        b["cpu"].append(t, (system.cpu_pct,))
+        b["vram"].append(received_at, vram)
+        b["cpu"].append(received_at, (system.cpu_pct,))
         self._gpu_names = [gpu.name for gpu in gpus]
         self._gpu_note = system.gpu_note
         self._latest = stats

@@ -1,5 +1,5 @@
 """Poll ``/v1/stats`` off the GUI thread: a generator run by a :class:`ThreadWorker`, which
-yields each body parsed into the server's :class:`StatsSnapshot`."""
+yields each body parsed into the server's :class:`StatsSnapshot`, stamped when it arrived."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import logging
 import threading
 import time
 from collections.abc import Iterator
+from typing import NamedTuple
 
 import httpx
 from pydantic import ValidationError
@@ -18,10 +19,18 @@ from backend.engine.stats_model import StatsSnapshot
 log = logging.getLogger(__name__)
 
 
+class StatsReading(NamedTuple):
+    """One snapshot and the ``time.monotonic()`` at which its response arrived."""
+
+    received_at: float
+    snapshot: StatsSnapshot
+
+
 def poll_stats(
     base_url: str, api_key: str, interval_s: float, stop: threading.Event
-) -> Iterator[StatsSnapshot]:
-    """GET ``{base_url}/v1/stats`` every ``interval_s`` and yield each snapshot until ``stop``.
+) -> Iterator[StatsReading]:
+    """GET ``{base_url}/v1/stats`` every ``interval_s`` and yield each snapshot, with the
+    time its response arrived, until ``stop``.
 
     A failed poll (no answer, an error status, a body that is not a snapshot) is skipped;
     it is logged once, and again if it persists.
@@ -33,6 +42,7 @@ def poll_stats(
             started = time.monotonic()
             try:
                 response = client.get("/v1/stats")
+                received_at = time.monotonic()
                 response.raise_for_status()
                 snapshot = StatsSnapshot.model_validate_json(response.content)
             except (httpx.HTTPError, ValidationError) as exc:
@@ -42,14 +52,15 @@ def poll_stats(
                 log.debug("stats poll failed: %s", exc)
             else:
                 failures = 0
-                yield snapshot
+                yield StatsReading(received_at, snapshot)
             stop.wait(max(0.0, interval_s - (time.monotonic() - started)))
 
 
 def stats_poller(
     base_url: str, api_key: str = "", interval_s: float = 0.25, parent: QObject | None = None
 ) -> ThreadWorker:
-    """A worker, not yet started, whose ``yielded`` signal carries one snapshot per poll;
+    """A worker, not yet started, whose ``yielded`` signal carries one :class:`StatsReading`
+    per poll;
     ``cancel()`` stops it within one interval (or one request's 2 s timeout)."""
     worker = ThreadWorker(
         lambda: poll_stats(base_url, api_key, interval_s, worker.cancel_event), parent

@@ -12,6 +12,8 @@ page may scroll but still must not overlap or cut.
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from pytestqt.qtbot import QtBot
 
@@ -30,7 +32,7 @@ def _show(window: MainWindow, qtbot: QtBot, key: str) -> None:
         assert isinstance(dash, DashboardPage)
         dash.stack.setCurrentIndex(1)
         for i in range(5):
-            dash.on_stats(sample_stats(i))
+            dash.on_stats(sample_stats(i), received_at=time.monotonic())
         dash.redraw()
     qtbot.wait(60)
 

@@ -69,7 +69,7 @@ def test_serve_chat_watch_crash_restart(window: MainWindow, qtbot: QtBot) -> Non
     in_flight: list[int] = []
     deltas: list[str] = []
 
-    def on_stats(stats: StatsSnapshot) -> None:
+    def on_stats(stats: StatsSnapshot, _received_at: float) -> None:
         running_seen.append(stats.requests.running)
 
     window.context.stats_received.connect(on_stats)

@@ -1,5 +1,6 @@
 """The stats poller parses each /v1/stats body into the server's model, skips a failed poll
-(saying so once), sends the key, and stops promptly when its worker is cancelled."""
+(saying so once), stamps each snapshot when its response arrived, sends the key, and stops
+promptly when its worker is cancelled."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from typing import ClassVar
 import pytest
 from pytestqt.qtbot import QtBot
 
-from app.workers.stats_poller import poll_stats, stats_poller
+from app.workers.stats_poller import StatsReading, poll_stats, stats_poller
 from backend.engine.stats_model import StatsSnapshot
 from tests.server.stats_sample import sample_stats
 
@@ -63,9 +64,14 @@ def test_failed_polls_are_skipped_and_logged_once(
     stop = threading.Event()
     caplog.set_level(logging.INFO, logger="app.workers.stats_poller")
     polls = poll_stats(stats_url, KEY, 0.01, stop)
+    before = time.monotonic()
     first, second = next(polls), next(polls)
-    assert isinstance(first, StatsSnapshot)
-    assert (first, second) == (sample_stats(1), sample_stats(2))
+    after = time.monotonic()
+    assert isinstance(first.snapshot, StatsSnapshot)
+    assert (first.snapshot, second.snapshot) == (sample_stats(1), sample_stats(2))
+    # stamped as each response arrived, in order, at least one interval apart
+    assert before < first.received_at < second.received_at <= after
+    assert second.received_at - first.received_at >= 0.01
     assert _Stats.calls == 4 and set(_Stats.keys) == {f"Bearer {KEY}"}
     failures = [r.getMessage() for r in caplog.records if r.name == "app.workers.stats_poller"]
     assert len(failures) == 1 and "503" in failures[0]
@@ -75,11 +81,15 @@ def test_failed_polls_are_skipped_and_logged_once(
 
 def test_the_worker_yields_snapshots_and_stops_when_cancelled(stats_url: str, qtbot: QtBot) -> None:
     worker = stats_poller(stats_url, interval_s=0.05)
-    got: list[StatsSnapshot] = []
+    got: list[StatsReading] = []
+    handled: list[float] = []
     worker.yielded.connect(got.append)
+    worker.yielded.connect(lambda _reading: handled.append(time.monotonic()))
     worker.start()
     qtbot.waitUntil(lambda: len(got) >= 3, timeout=10_000)
-    assert [s.requests.completed for s in got[:3]] == [1, 2, 3]
+    assert [r.snapshot.requests.completed for r in got[:3]] == [1, 2, 3]
+    # the stamp is the arrival in the worker thread, not when the GUI thread handled it
+    assert all(r.received_at <= h for r, h in zip(got, handled, strict=False))
     assert _Stats.keys[0] is None  # no key, no header
     started = time.monotonic()
     worker.cancel()
