@@ -1,12 +1,15 @@
-"""Will the model fit? A view of ``backend.fit.fit_estimate`` for the Server page.
+"""Will the model fit? A view of ``backend.fit.fit_estimate`` for the Server page's fit
+bar and the Models page's badges.
 
 The fit package owns the arithmetic (weights per layer, exact KV cache, compute
 buffer, verdict against free RAM/VRAM) and reads the Server page's knobs as they
-are; this module only turns its result into what the fit bar draws.
+are; this module only turns its result into what the GUI draws. For a Hub file the
+GGUF header is read with HTTP Range requests, never the weights.
 """
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -16,10 +19,12 @@ from app.storage.app_settings import ServerKnobs
 from backend.core.errors import QuantDeskError
 from backend.fit.fit_estimate import Verdict, estimate_fit
 from backend.fit.memory_probe import AvailableMemory, probe_memory
+from backend.hub.hub_search import remote_gguf_header
 
 # The estimate's verdict, or 'unknown' where there is none (no model, unreadable header).
 ShownVerdict = Literal[Verdict, "unknown"]
 
+_SPLIT_PART = re.compile(r"-(\d{5})-of-(\d{5})\.gguf$", re.IGNORECASE)
 _MEMORY_TTL_S = 3.0
 _memory_cache: dict[str, Any] = {"at": 0.0, "value": None}
 
@@ -73,3 +78,37 @@ def estimate(knobs: ServerKnobs) -> FitView:
         exact=True,
         gpu_note=est.gpu_note or memory.gpu_note,
     )
+
+
+@dataclass(frozen=True)
+class FitVerdict:
+    """A Hub file's verdict and the reason shown with it."""
+
+    verdict: ShownVerdict
+    message: str
+
+
+def remote_fits(
+    repo_id: str,
+    filenames: list[str],
+    knobs: ServerKnobs,
+    revision: str | None = None,
+    limit: int = 24,
+) -> dict[str, FitVerdict]:
+    """Fit verdicts for GGUF files of a Hub repo (blocking: run it in a worker)."""
+    memory = probe_memory()
+    out: dict[str, FitVerdict] = {}
+    for name in filenames[:limit]:
+        split = _SPLIT_PART.search(name)
+        if split and int(split.group(1)) != 1:
+            continue  # judged with its first part
+        try:
+            header = remote_gguf_header(repo_id, name, revision=revision)
+            est = estimate_fit(header, knobs, memory)
+            message = est.message
+            if split:
+                message += " (first part of a split model only)"
+            out[name] = FitVerdict(est.verdict, message)
+        except (QuantDeskError, OSError, ValueError) as exc:
+            out[name] = FitVerdict("unknown", f"could not read the header: {exc}")
+    return out

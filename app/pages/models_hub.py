@@ -20,10 +20,11 @@ from PySide6.QtWidgets import (
 )
 
 from app.page_models.download_queue import Download, DownloadQueue, DownloadState
+from app.page_models.fit_adapter import FitVerdict, remote_fits
 from app.storage.app_settings import AppSettings
 from app.widgets.common import Banner, ElidedLabel, list_table, set_button_role, table_item
 from app.widgets.download_list import DownloadList
-from app.widgets.fit_badge import FitBadge, FitVerdict, remote_fits
+from app.widgets.fit_badge import FitBadge
 from app.workers.download_job import download
 from app.workers.library_events import library_events
 from app.workers.thread_worker import ThreadWorker, start_worker
