@@ -59,10 +59,8 @@ class Engine:
             self.model_id = DEFAULT_MODEL_ID
         else:
             self.model_id = self.model_path.name.removesuffix(".gguf")
-        cache_entries = 0 if settings.kv_per_slot else settings.prefix_cache_entries
-        n_seq_max = settings.parallel + cache_entries
         t0 = time.perf_counter()
-        self.runtime = ModelRuntime(self.model_path, settings, n_seq_max=n_seq_max)
+        self.runtime = ModelRuntime(self.model_path, settings, n_seq_max=settings.n_seq_max)
         self.load_seconds = time.perf_counter() - t0
         info = self.runtime.info
         try:
@@ -76,7 +74,7 @@ class Engine:
         self.scheduler = Scheduler(
             self.runtime,
             parallel=settings.parallel,
-            cache_entries=cache_entries,
+            cache_entries=settings.n_seq_max - settings.parallel,  # the sequences past the slots
             max_queue=settings.max_queue,
         )
         self.arrivals = self.scheduler.arrivals
