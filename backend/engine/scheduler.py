@@ -79,6 +79,12 @@ class Scheduler:
         self.logprobs = LogprobReader(runtime)
         self._n_batch = runtime.n_batch
         self._batch = llama_cpp.llama_batch_init(self._n_batch, 0, 1)
+        # here, not on the thread: a caller driving step_once decodes with them too
+        llama_cpp.llama_set_n_threads(
+            runtime.ctx,
+            runtime.settings.threads,
+            runtime.settings.threads_batch or runtime.settings.threads,
+        )
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="quantdesk-scheduler", daemon=True)
         self.failure: str | None = None
@@ -125,6 +131,7 @@ class Scheduler:
         ``block``, wait up to 0.5 s for one), admit, and run one step. Returns the plan
         that step decoded (no calls when none ran). The scheduler thread runs it in a
         loop; without the thread, a caller drives the engine with it."""
+        self._require_driver("step_once")
         self._collect(block=block)
         if self._stop.is_set():
             return StepPlan()
@@ -138,6 +145,7 @@ class Scheduler:
     def deliver_events(self) -> None:
         """Hand the events gathered so far to their sinks (the loop does this right before
         each ``llama_decode``, and when nothing runs)."""
+        self._require_driver("deliver_events")
         outbox, self._outbox = self._outbox, []
         for sink, event in outbox:
             try:
@@ -145,12 +153,16 @@ class Scheduler:
             except Exception:  # a broken client must not take the engine down
                 log.exception("event sink failed")
 
+    def _require_driver(self, method: str) -> None:
+        """Only the scheduler thread, or any one caller while that thread is not running,
+        may drive the loop: two drivers would race on the sequences and the outbox."""
+        if self._thread.is_alive() and threading.current_thread() is not self._thread:
+            raise RuntimeError(
+                f"Scheduler.{method} called from {threading.current_thread().name} while the "
+                "scheduler thread runs: only that thread may drive a started scheduler"
+            )
+
     def _run(self) -> None:
-        llama_cpp.llama_set_n_threads(
-            self.rt.ctx,
-            self.rt.settings.threads,
-            self.rt.settings.threads_batch or self.rt.settings.threads,
-        )
         try:
             while not self._stop.is_set():
                 self.step_once(block=not self._running and not self._waiting)

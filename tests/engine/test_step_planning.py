@@ -247,3 +247,14 @@ def test_a_deferred_request_keeps_its_slot_against_later_ones(engine: Engine) ->
     assert sharer.first_token or any(s.cached_tokens > 800 for s in sched.running)
     while sched.running:
         tick(sched)
+
+
+def test_a_started_scheduler_refuses_a_second_driver(engine: Engine) -> None:
+    sched = engine.scheduler
+    sched.start()
+    with pytest.raises(RuntimeError, match="scheduler thread runs"):
+        sched.step_once()
+    with pytest.raises(RuntimeError, match="scheduler thread runs"):
+        sched.deliver_events()
+    sched.stop()
+    assert sched.step_once().calls == []  # the thread gone, a caller may drive again
