@@ -72,10 +72,8 @@ class CalibrationError(ImatrixError):
     """The calibration text is missing, empty or too short."""
 
 
-class QuantizeCancelledError(QuantizeError, JobCancelledError):
+class QuantizeCancelledError(JobCancelledError, QuantizeError):  # first base: its exit code wins
     """The user cancelled the operation."""
-
-    exit_code = 130
 
 
 def check_cancel(cancel: threading.Event | None, what: str) -> None:

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 from backend.core.errors import QuantDeskError
+from backend.jobs.errors import JobCancelledError
 
 
 class BenchError(QuantDeskError):
     """The benchmark could not run: bad settings, unreachable server, every request failed."""
 
 
-class BenchCancelled(BenchError):
+class BenchCancelled(JobCancelledError, BenchError):
     """The benchmark was cancelled through its cancel event."""
-
-    exit_code = 130

@@ -32,10 +32,8 @@ class BaseLogitsError(EvaluateError):
     """The stored reference log-probabilities are missing or do not match this run."""
 
 
-class CompareCancelledError(EvaluateError, JobCancelledError):
+class CompareCancelledError(JobCancelledError, EvaluateError):
     """The user cancelled the comparison."""
-
-    exit_code = 130
 
 
 class GateFailedError(EvaluateError):

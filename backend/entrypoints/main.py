@@ -14,6 +14,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from backend.core.errors import QuantDeskError
+from backend.jobs.errors import JobCancelledError
 
 log = logging.getLogger("quantdesk")
 
@@ -69,7 +70,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.exit_code
     except KeyboardInterrupt:
         sys.stderr.write("quantdesk: interrupted\n")
-        return 130
+        return JobCancelledError.exit_code
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from backend.core.errors import QuantDeskError
+from backend.jobs.errors import JobCancelledError
 
 
 class HubError(QuantDeskError):
@@ -37,10 +38,8 @@ class DiskSpaceError(DownloadError):
     """Not enough free disk space for a download."""
 
 
-class DownloadCancelledError(DownloadError):
+class DownloadCancelledError(JobCancelledError, DownloadError):
     """The user cancelled a download; the partial file is kept for resuming."""
-
-    exit_code = 130
 
 
 class LibraryError(HubError):

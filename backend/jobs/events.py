@@ -27,10 +27,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
 
-from backend.jobs.errors import JobProtocolError
+from backend.jobs.errors import CANCELLED_EXIT_CODE, JobProtocolError
 from backend.jobs.progress import Progress
-
-CANCELLED_EXIT_CODE = 130
 
 
 class _Event(BaseModel):
