@@ -20,7 +20,7 @@ from pathlib import Path
 import psutil
 
 from backend.compare.base_logits import scored_per_chunk
-from backend.compare.errors import EvaluateError
+from backend.compare.errors import CompareError
 from backend.compare.metrics import row_width
 from backend.core.units import human_bytes
 
@@ -30,7 +30,7 @@ PREFIX = "quantdesk-compare-"
 MARGIN_BYTES = 64 << 20
 
 
-class ScratchSpaceError(EvaluateError):
+class ScratchSpaceError(CompareError):
     """Not enough free disk space for the reference's stored log-probabilities."""
 
     exit_code = 2

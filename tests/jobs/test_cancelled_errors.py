@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from backend.bench.errors import BenchCancelled, BenchError
-from backend.compare.errors import CompareCancelledError, EvaluateError
+from backend.compare.errors import CompareCancelledError, CompareError
 from backend.core.errors import QuantDeskError
 from backend.entrypoints.main import main
 from backend.hub.errors import DownloadCancelledError, DownloadError
@@ -18,7 +18,7 @@ from quantize.errors import QuantizeCancelledError, QuantizeError
     [
         (DownloadCancelledError, DownloadError),
         (BenchCancelled, BenchError),
-        (CompareCancelledError, EvaluateError),
+        (CompareCancelledError, CompareError),
         (QuantizeCancelledError, QuantizeError),
     ],
 )
