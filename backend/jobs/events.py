@@ -1,7 +1,9 @@
 """The ``--progress-jsonl`` protocol: typed events, one JSON object per stdout line.
 
 A job (``quantdesk quantize | compare | bench | models pull --progress-jsonl``) writes any number of
-``progress`` and ``warning`` lines, then exactly one ``result`` or ``error`` line:
+``progress`` and ``warning`` lines, then a ``result`` line, an ``error`` line, or both in that
+order: a ``result`` then an ``error`` when the job produced its result and still fails (compare's
+quality gate: exit 5). At most one of each:
 
 - ``{"type": "progress", "stage", "done", "total", "message", "tokens", "phase", "phases",
   "per_s", "eta_s"}``: ``done`` of ``total`` units of ``stage`` (the name of what runs now);
