@@ -9,9 +9,8 @@ from __future__ import annotations
 import logging
 import re
 import threading
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from backend.core.errors import ConfigError
 from backend.jobs.progress import Progress, ProgressCallback, no_progress
@@ -21,27 +20,12 @@ from quantize.imatrix import compute_imatrix, read_calibration
 from quantize.imatrix_file import IMATRIX_SUFFIX, save_imatrix
 from quantize.output_files import base_model_name, default_output_dir
 from quantize.quant_types import QuantType, quant_type
-from quantize.quantizer import QuantizeResult, quantize_gguf
+from quantize.quantizer import quantize_gguf
+from quantize.results import JobResult, QuantizeResult
 
 log = logging.getLogger(__name__)
 
 _REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
-
-
-@dataclass
-class JobResult:
-    outputs: list[QuantizeResult] = field(default_factory=list)
-    converted: ConvertResult | None = None
-    imatrix: Path | None = None
-    warnings: list[str] = field(default_factory=list)
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "outputs": [o.as_dict() for o in self.outputs],
-            "converted": str(self.converted.path) if self.converted else None,
-            "imatrix": str(self.imatrix) if self.imatrix else None,
-            "warnings": self.warnings,
-        }
 
 
 def resolve_source(
@@ -140,12 +124,12 @@ def run_quantize_job(
         phases = phase + 1 + int(computes_imatrix and bool(remaining)) + len(remaining)
         convert_progress = _in_phase(progress, phase, phases)
         phase += 1
-        job.converted = convert_hf_to_gguf(
+        conversion = convert_hf_to_gguf(
             src, out, float_type, progress=convert_progress, cancel=cancel
         )
-        gguf = job.converted.path
+        gguf = job.converted = conversion.path
         model_name = base_model_name(gguf.name)
-        converted = _conversion_as_output(job.converted, src)  # writes its sidecar
+        converted = _conversion_as_output(conversion, src)  # writes its sidecar
         if len(remaining) < len(wanted):
             job.outputs.append(converted)
     else:

@@ -15,7 +15,6 @@ import shutil
 import sys
 import threading
 import time
-from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -45,41 +44,12 @@ from quantize.output_files import (
 )
 from quantize.quant_types import QuantType, quant_type
 from quantize.quantize_worker import PARENT_PID_ENV
+from quantize.results import Fallback, QuantizeResult
 
 log = logging.getLogger(__name__)
 
 FLOAT_TENSOR_TYPES = frozenset({"F32", "F16", "BF16"})
 WORKER_MODULE = "quantize.quantize_worker"
-
-
-@dataclass(frozen=True)
-class Fallback:
-    """A tensor whose shape did not fit the wanted type, so another type was used."""
-
-    tensor: str
-    ncols: int
-    wanted: str
-    used: str
-
-
-@dataclass
-class QuantizeResult:
-    path: Path
-    sidecar: Path
-    source: Path
-    type: str
-    size_bytes: int
-    seconds: float
-    n_tensors: int
-    imatrix: Path | None
-    fallbacks: list[Fallback] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
-
-    def as_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        for key in ("path", "sidecar", "source", "imatrix"):
-            data[key] = str(data[key]) if data[key] is not None else None
-        return data
 
 
 def read_source_header(source: Path) -> GGUFHeader:
@@ -221,7 +191,12 @@ def quantize_gguf(
             )
         elif kind == "fallback":
             fallbacks.append(
-                Fallback(str(event["name"]), int(event["ncols"]), event["wanted"], event["used"])
+                Fallback(
+                    tensor=str(event["name"]),
+                    ncols=int(event["ncols"]),
+                    wanted=event["wanted"],
+                    used=event["used"],
+                )
             )
         elif kind in ("done", "error"):
             outcome.update(event)
@@ -283,7 +258,7 @@ def quantize_gguf(
             "seconds": round(seconds, 3),
             "threads": threads or 0,
             "allow_requantize": allow_requantize,
-            "fallbacks": [asdict(f) for f in fallbacks],
+            "fallbacks": [f.model_dump() for f in fallbacks],
             "created": datetime.now(UTC).isoformat(timespec="seconds"),
         },
     )

@@ -10,11 +10,10 @@ from enum import IntEnum, StrEnum
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
-
 from backend.core.units import human_bytes
 from backend.hub.library import LibraryEntry
 from backend.jobs.events import ProgressEvent
+from quantize.results import JobResult
 
 FLOAT_TYPES = ("F32", "F16", "BF16")
 DEFAULT_TYPES = ("Q8_0", "Q4_K_M")
@@ -122,32 +121,12 @@ class QuantizeOptions:
         return args
 
 
-class QuantizedFile(BaseModel):
-    """One file a job made, as its result event lists it."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    type: str
-    path: str
-    size_bytes: int
-    seconds: float
-
-
-class QuantizeOutcome(BaseModel):
-    """The result event of ``quantdesk quantize``: the files made and the warnings."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    outputs: list[QuantizedFile] = []
-    warnings: list[str] = []
-
-    def lines(self) -> list[str]:
-        """One rich-text line per file: type, name, size, time."""
-        return [
-            f"<b>{o.type}</b>  {Path(o.path).name}  ·  {human_bytes(o.size_bytes)}  ·  "
-            f"{o.seconds:.1f} s"
-            for o in self.outputs
-        ]
+def outcome_lines(outcome: JobResult) -> list[str]:
+    """One rich-text line per file a job made: type, name, size, time."""
+    return [
+        f"<b>{o.type}</b>  {o.path.name}  ·  {human_bytes(o.size_bytes)}  ·  {o.seconds:.1f} s"
+        for o in outcome.outputs
+    ]
 
 
 class JobState(StrEnum):
@@ -181,7 +160,7 @@ class QuantizeJob:
     status: str = "Queued"
     done: int = 0
     total: int = 1
-    outcome: QuantizeOutcome | None = None
+    outcome: JobResult | None = None
 
     @property
     def active(self) -> bool:
@@ -234,7 +213,7 @@ class QuantizeQueue:
         job.status = progress_status(event)
 
     def succeeded(self, job: QuantizeJob, payload: dict[str, Any]) -> None:
-        outcome = QuantizeOutcome.model_validate(payload)
+        outcome = JobResult.model_validate(payload)
         job.outcome = outcome
         note = f"Done: {len(outcome.outputs)} file(s) added to the library."
         if outcome.warnings:

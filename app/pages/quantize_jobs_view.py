@@ -15,7 +15,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.page_models.quantize_jobs import JobState, QuantizeJob
+from app.page_models.quantize_jobs import JobState, QuantizeJob, outcome_lines
 from app.theme import BAD, GOOD
 from app.widgets.common import ElidedLabel, EmptyState, log_view, set_button_role
 
@@ -74,7 +74,7 @@ class JobCard(QFrame):
         self.bar.setRange(0, job.total)
         self.bar.setValue(job.done)
         if job.outcome is not None:
-            self.outputs.setText("<br>".join(job.outcome.lines()))
+            self.outputs.setText("<br>".join(outcome_lines(job.outcome)))
             self.outputs.show()
 
 

@@ -126,7 +126,7 @@ def run(args: argparse.Namespace) -> int:
             progress=session.progress if args.progress_jsonl else _TextProgress(),
             cancel=session.cancel,
         )
-        session.result(job.as_dict())
+        session.result(job.model_dump(mode="json"))
     if args.progress_jsonl:
         return 0
     for warning in job.warnings:

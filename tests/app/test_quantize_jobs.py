@@ -3,18 +3,22 @@ notes, one job at a time, cancel, and what a card says from the job's typed even
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from app.page_models.quantize_jobs import (
     JobState,
     QuantizeOptions,
     QuantizeQueue,
     SourceKind,
     form_note,
+    outcome_lines,
     progress_status,
     source_advice,
 )
 from backend.entrypoints.main import build_parser
 from backend.hub.library import LibraryEntry, ModelFormat
 from backend.jobs.events import ProgressEvent
+from quantize.results import JobResult, QuantizeResult
 
 MIB = 2**20
 
@@ -106,26 +110,27 @@ def test_one_job_runs_at_a_time_and_reports_what_it_made() -> None:
         first, ProgressEvent(stage="quantize", done=300, total=272, message="[Q8_0] x")
     )
     assert (first.done, first.total) == (272, 272) and first.status.startswith("Quantising")
-    payload = {
-        "outputs": [
-            {
-                "type": "Q8_0",
-                "path": "/lib/m-Q8_0.gguf",
-                "size_bytes": 145 * MIB,
-                "seconds": 2.25,
-                "n_tensors": 272,
-            }
-        ],
-        "converted": None,
-        "imatrix": None,
-        "warnings": ["a tensor fell back to Q8_0"],
-    }
+    made = QuantizeResult(
+        path=Path("/lib/m-Q8_0.gguf"),
+        sidecar=Path("/lib/m-Q8_0.gguf.json"),
+        source=Path("/m.gguf"),
+        type="Q8_0",
+        size_bytes=145 * MIB,
+        seconds=2.25,
+        n_tensors=272,
+        imatrix=None,
+    )
+    # the result event as ``quantdesk quantize --progress-jsonl`` sends it
+    payload = JobResult(outputs=[made], warnings=["a tensor fell back to Q8_0"]).model_dump(
+        mode="json"
+    )
     queue.succeeded(first, payload)
     assert first.state is JobState.DONE and not first.active
     assert first.status == "Done: 1 file(s) added to the library. 1 warning(s) in the log."
     assert (first.done, first.total) == (1, 1)
     assert first.outcome is not None
-    assert first.outcome.lines() == ["<b>Q8_0</b>  m-Q8_0.gguf  ·  145.0 MiB  ·  2.2 s"]
+    assert first.outcome.outputs == [made]
+    assert outcome_lines(first.outcome) == ["<b>Q8_0</b>  m-Q8_0.gguf  ·  145.0 MiB  ·  2.2 s"]
     assert queue.start_next() is second
 
 
