@@ -26,7 +26,7 @@ from backend.engine.request_types import (
 from backend.engine.sampler_chain import SamplerChain
 from backend.engine.scheduler import Scheduler
 from backend.engine.sequence import Sequence
-from backend.engine.stats_model import ModelStats, StatsSnapshot, SystemStats
+from backend.engine.stats_model import ModelStats, StatsSnapshot
 from backend.engine.stop_detector import StopDetector
 from backend.settings.default_model import DEFAULT_MODEL_ID, default_model_path, resolve_model_path
 from backend.settings.engine_settings import EngineSettings
@@ -215,7 +215,6 @@ class Engine:
             threads=s.threads,
             load_seconds=self.load_seconds,
         )
-        system = SystemStats.model_validate(system_snapshot().to_dict())
         return self.scheduler.stats.snapshot(
-            model, system, preemptions=self.scheduler.preemptions, ready=self.ready
+            model, system_snapshot(), preemptions=self.scheduler.preemptions, ready=self.ready
         )

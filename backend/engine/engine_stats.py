@@ -21,9 +21,9 @@ from backend.engine.stats_model import (
     RequestStats,
     StatsSnapshot,
     StepStats,
-    SystemStats,
     TokenStats,
 )
+from backend.system.system_stats import SystemStats
 
 RATE_WINDOW_S = 5.0
 LATENCY_SAMPLES = 2048

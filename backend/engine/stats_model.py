@@ -1,35 +1,19 @@
 """The ``/v1/stats`` body as one typed model: the engine builds it, the server serves it and
 derives ``/metrics`` from it, the GUI dashboard reads it.
 
-Only pydantic and the standard library here, so the GUI can import it without llama.cpp.
-A numeric field that Prometheus exports names its metric in ``json_schema_extra``
-(see :func:`metric_field`); the field's description is the metric's help text.
+Only pydantic, the standard library and :mod:`backend.system.system_stats` (the machine's
+part, and :func:`~backend.system.system_stats.metric_field`, which names a field's
+Prometheus metric) here, so the GUI can import it without llama.cpp.
 """
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal
+from pydantic import Field
 
-from pydantic import BaseModel, ConfigDict, Field
-
-MetricType = Literal["counter", "gauge"]
-METRIC_KEY = "prometheus"
-METRIC_TYPE_KEY = "prometheus_type"
+from backend.system.system_stats import StatsSection, SystemStats, metric_field
 
 
-def metric_field(description: str, metric: str, metric_type: MetricType = "gauge") -> Any:
-    """A required field exported to Prometheus as ``metric`` (its full name)."""
-    return Field(
-        description=description,
-        json_schema_extra={METRIC_KEY: metric, METRIC_TYPE_KEY: metric_type},
-    )
-
-
-class _Section(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
-
-class RequestStats(_Section):
+class RequestStats(StatsSection):
     """Requests since the server started (the warm-up request is not counted)."""
 
     running: int = metric_field("Sequences generating now", "quantdesk_requests_running")
@@ -48,7 +32,7 @@ class RequestStats(_Section):
     )
 
 
-class TokenStats(_Section):
+class TokenStats(StatsSection):
     """Token counts and throughput (rates over the last 5 s)."""
 
     prompt_total: int = metric_field("Prompt tokens received", "quantdesk_prompt_tokens", "counter")
@@ -66,7 +50,7 @@ class TokenStats(_Section):
     )
 
 
-class LatencyStats(_Section):
+class LatencyStats(StatsSection):
     """Latency percentiles over the last 2048 samples; null before the first sample."""
 
     ttft_ms_p50: float | None = metric_field(
@@ -82,7 +66,7 @@ class LatencyStats(_Section):
     ttft_ms_last: float | None = Field(description="Time to first token of the latest request, ms")
 
 
-class KvStats(_Section):
+class KvStats(StatsSection):
     """The KV cache (one cell holds one token of one sequence)."""
 
     cells_used: int = metric_field("KV cells in use", "quantdesk_kv_cells_used")
@@ -92,7 +76,7 @@ class KvStats(_Section):
     used_pct: float = metric_field("KV cache in use, percent", "quantdesk_kv_used_percent")
 
 
-class PrefixCacheStats(_Section):
+class PrefixCacheStats(StatsSection):
     """Reuse of cached KV for prompts that share a prefix."""
 
     hits: int = metric_field(
@@ -109,7 +93,7 @@ class PrefixCacheStats(_Section):
     )
 
 
-class StepStats(_Section):
+class StepStats(StatsSection):
     """Scheduler steps (one ``llama_decode`` each) since the server started."""
 
     steps: int = metric_field("Decode steps", "quantdesk_steps", "counter")
@@ -125,7 +109,7 @@ class StepStats(_Section):
     )
 
 
-class ModelStats(_Section):
+class ModelStats(StatsSection):
     """The loaded model and the settings it runs with."""
 
     id: str = Field(description="Model id served in /v1/models")
@@ -149,33 +133,7 @@ class ModelStats(_Section):
     load_seconds: float = Field(description="Time to load the model, s")
 
 
-class GpuStats(_Section):
-    """One NVIDIA GPU, as NVML reports it."""
-
-    # in /metrics each GPU is a sample labelled gpu="<index>"
-    metric_label: ClassVar[tuple[str, str]] = ("gpu", "index")
-
-    index: int = Field(description="NVML device index")
-    name: str = Field(description="Device name")
-    vram_used_bytes: int = metric_field("VRAM in use, bytes", "quantdesk_gpu_vram_used_bytes")
-    vram_total_bytes: int = metric_field("VRAM size, bytes", "quantdesk_gpu_vram_total_bytes")
-
-
-class SystemStats(_Section):
-    """The server process and the machine it runs on."""
-
-    rss_bytes: int = metric_field("Server resident memory, bytes", "quantdesk_process_rss_bytes")
-    cpu_pct: float = metric_field(
-        "Server CPU use, percent of one core", "quantdesk_process_cpu_percent"
-    )
-    ram_used_bytes: int = metric_field("Machine RAM in use, bytes", "quantdesk_ram_used_bytes")
-    ram_total_bytes: int = metric_field("Machine RAM, bytes", "quantdesk_ram_total_bytes")
-    ram_available_bytes: int = Field(description="Machine RAM available, bytes")
-    gpus: list[GpuStats] = Field(description="One entry per NVIDIA GPU; empty without one")
-    gpu_note: str | None = Field(description="Why ``gpus`` is empty or partial; null otherwise")
-
-
-class StatsSnapshot(_Section):
+class StatsSnapshot(StatsSection):
     """``GET /v1/stats``: everything the dashboard and ``/metrics`` show, read at one instant."""
 
     requests: RequestStats

@@ -12,7 +12,8 @@ from typing import Any
 
 import psutil
 
-from backend.system.gpu_info import GpuInfo, gpu_snapshot
+from backend.system.gpu_info import gpu_snapshot
+from backend.system.system_stats import GpuStats
 
 
 @dataclass(frozen=True)
@@ -21,7 +22,7 @@ class AvailableMemory:
 
     ram_free_bytes: int
     ram_total_bytes: int
-    gpus: list[GpuInfo] = field(default_factory=list)
+    gpus: list[GpuStats] = field(default_factory=list)
     gpu_note: str | None = None
 
     @property
@@ -29,7 +30,8 @@ class AvailableMemory:
         return sum(g.vram_free_bytes for g in self.gpus)
 
     def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "vram_free_bytes": self.vram_free_bytes}
+        gpus = [g.model_dump() for g in self.gpus]
+        return {**asdict(self), "gpus": gpus, "vram_free_bytes": self.vram_free_bytes}
 
 
 def probe_memory() -> AvailableMemory:

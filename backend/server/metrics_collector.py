@@ -16,7 +16,8 @@ from prometheus_client.registry import Collector
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
-from backend.engine.stats_model import METRIC_KEY, METRIC_TYPE_KEY, StatsSnapshot
+from backend.engine.stats_model import StatsSnapshot
+from backend.system.system_stats import METRIC_KEY, METRIC_TYPE_KEY
 
 
 @dataclass(frozen=True)

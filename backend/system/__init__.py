@@ -1,6 +1,7 @@
 """System metrics: CPU/RAM through psutil, GPU/VRAM through nvidia-ml-py."""
 
-from backend.system.gpu_info import GpuInfo, gpu_snapshot
-from backend.system.process_info import SystemSnapshot, system_snapshot
+from backend.system.gpu_info import gpu_snapshot
+from backend.system.process_info import system_snapshot
+from backend.system.system_stats import GpuStats, SystemStats
 
-__all__ = ["GpuInfo", "SystemSnapshot", "gpu_snapshot", "system_snapshot"]
+__all__ = ["GpuStats", "SystemStats", "gpu_snapshot", "system_snapshot"]

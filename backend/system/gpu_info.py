@@ -8,28 +8,14 @@ from __future__ import annotations
 
 import logging
 import threading
-from dataclasses import asdict, dataclass
 from typing import Any
+
+from backend.system.system_stats import GpuStats
 
 log = logging.getLogger(__name__)
 
 _lock = threading.Lock()
 _nvml_state: dict[str, Any] = {"tried": False, "ok": False, "note": None}
-
-
-@dataclass(frozen=True)
-class GpuInfo:
-    index: int
-    name: str
-    vram_used_bytes: int
-    vram_total_bytes: int
-
-    @property
-    def vram_free_bytes(self) -> int:
-        return self.vram_total_bytes - self.vram_used_bytes
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def _init_nvml() -> bool:
@@ -52,13 +38,13 @@ def _init_nvml() -> bool:
         return bool(_nvml_state["ok"])
 
 
-def gpu_snapshot() -> tuple[list[GpuInfo], str | None]:
+def gpu_snapshot() -> tuple[list[GpuStats], str | None]:
     """Current VRAM use per GPU, and a note explaining an empty list."""
     if not _init_nvml():
         return [], str(_nvml_state["note"])
     import pynvml
 
-    gpus: list[GpuInfo] = []
+    gpus: list[GpuStats] = []
     try:
         for index in range(pynvml.nvmlDeviceGetCount()):
             handle = pynvml.nvmlDeviceGetHandleByIndex(index)
@@ -66,7 +52,14 @@ def gpu_snapshot() -> tuple[list[GpuInfo], str | None]:
             name = pynvml.nvmlDeviceGetName(handle)
             if isinstance(name, bytes):
                 name = name.decode(errors="replace")
-            gpus.append(GpuInfo(index, str(name), int(mem.used), int(mem.total)))
+            gpus.append(
+                GpuStats(
+                    index=index,
+                    name=str(name),
+                    vram_used_bytes=int(mem.used),
+                    vram_total_bytes=int(mem.total),
+                )
+            )
     except Exception as exc:
         log.debug("NVML query failed", exc_info=True)
         return gpus, f"NVML query failed ({exc})"

@@ -25,7 +25,7 @@ from backend.fit.fit_settings import FitSettings
 from backend.fit.memory_probe import AvailableMemory, probe_memory
 from backend.gguf_file.gguf_header import read_gguf_header
 from backend.settings.engine_settings import EngineSettings
-from backend.system.gpu_info import GpuInfo
+from backend.system.system_stats import GpuStats
 from tests.hub.gguf_writer import tiny_gemma2, tiny_llama
 
 llama_cpp = pytest.importorskip("llama_cpp")
@@ -258,7 +258,14 @@ def _gpu(free_mib: int) -> AvailableMemory:
     return AvailableMemory(
         ram_free_bytes=64 << 30,
         ram_total_bytes=64 << 30,
-        gpus=[GpuInfo(0, "Test GPU", (80 << 30) - free_mib * MiB, 80 << 30)],
+        gpus=[
+            GpuStats(
+                index=0,
+                name="Test GPU",
+                vram_used_bytes=(80 << 30) - free_mib * MiB,
+                vram_total_bytes=80 << 30,
+            )
+        ],
     )
 
 
@@ -336,8 +343,12 @@ def test_layers_split_across_gpus_by_free_memory(smollm2_path: Path) -> None:
         ram_free_bytes=64 << 30,
         ram_total_bytes=64 << 30,
         gpus=[
-            GpuInfo(0, "A", (4 << 30) - 3000 * MiB, 4 << 30),
-            GpuInfo(1, "B", (4 << 30) - 1000 * MiB, 4 << 30),
+            GpuStats(
+                index=0, name="A", vram_used_bytes=(4 << 30) - 3000 * MiB, vram_total_bytes=4 << 30
+            ),
+            GpuStats(
+                index=1, name="B", vram_used_bytes=(4 << 30) - 1000 * MiB, vram_total_bytes=4 << 30
+            ),
         ],
     )
     est = estimate_fit(header, FitSettings(ctx_size=8192), memory)

@@ -15,10 +15,11 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from pydantic import BaseModel
 
-from backend.engine.stats_model import METRIC_KEY, METRIC_TYPE_KEY, StatsSnapshot
+from backend.engine.stats_model import StatsSnapshot
 from backend.server.app_factory import create_app
 from backend.server.metrics_collector import SPECS, EngineCollector
 from backend.settings import EngineSettings, ServerSettings
+from backend.system.system_stats import METRIC_KEY, METRIC_TYPE_KEY
 from tests.server.stats_sample import sample_stats
 
 STATS_MD = Path(__file__).parents[2] / "docs" / "STATS.md"
