@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 from backend.core.units import human_bytes
 from backend.entrypoints.progress_bar import TerminalProgressBar
@@ -17,7 +17,9 @@ from backend.gguf_file.gguf_header import read_gguf_header
 from backend.hub.download_manager import DownloadManager
 from backend.hub.download_progress import DownloadProgress
 from backend.hub.hub_search import (
+    ModelKind,
     RepoListing,
+    SortKey,
     list_repo_files,
     remote_gguf_header,
     search_models,
@@ -251,13 +253,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("query")
     p.add_argument(
         "--kind",
-        choices=["gguf", "safetensors", "any"],
+        choices=get_args(ModelKind),
         default="gguf",
         help="GGUF repos, text-generation safetensors repos, or any (default gguf)",
     )
     p.add_argument(
         "--sort",
-        choices=["downloads", "likes", "recent"],
+        choices=get_args(SortKey),
         default="downloads",
         help="order of the results (default downloads)",
     )

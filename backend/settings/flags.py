@@ -14,6 +14,7 @@ from collections.abc import Collection
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
+from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings
 
 from backend.core.errors import ConfigError
@@ -21,13 +22,13 @@ from backend.core.errors import ConfigError
 T = TypeVar("T", bound=BaseSettings)
 
 
-def _flags_of(field: Any) -> list[str]:
+def _flags_of(field: FieldInfo) -> list[str]:
     extra = field.json_schema_extra or {}
     flags = extra.get("flags") if isinstance(extra, dict) else None
-    return list(flags) if flags else []
+    return [str(flag) for flag in flags] if isinstance(flags, list) else []
 
 
-def _help(field: Any) -> str:
+def _help(field: FieldInfo) -> str:
     """The field's description with its default, as ``serve --help`` shows it."""
     text = str(field.description or "")
     default = field.get_default(call_default_factory=True)
