@@ -5,4 +5,5 @@
 - :mod:`quantize.imatrix` / :mod:`quantize.imatrix_file` - importance matrix from calibration text
 - :mod:`quantize.pipeline` - one job: resolve source, convert once, imatrix, quantise each type
 - :mod:`quantize.quant_types` - the offered types (plain data, safe for the GUI)
+- :mod:`quantize.results` - the job's typed result (pydantic, safe for the GUI)
 """
