@@ -35,6 +35,16 @@ def serve_arguments(knobs: ServerKnobs, port_file: Path, port: int | None = None
     return ["serve", *settings_argv(knobs), "--port-file", str(port_file)]
 
 
+API_KEY_ENV = "QUANTDESK_API_KEY"
+
+
+def serve_environment(knobs: ServerKnobs) -> dict[str, str | None]:
+    """Environment changes for the ``serve`` child: the API key goes here, not into argv
+    (``ps`` shows every process's arguments). ``None`` removes an inherited variable, so a
+    blank key box means no key even if the GUI's own environment has one."""
+    return {API_KEY_ENV: knobs.api_key or None}
+
+
 def client_host(host: str) -> str:
     """The address a local client should dial for a bind address."""
     if host in ("0.0.0.0", "", "*"):

@@ -30,9 +30,9 @@ class ServerKnobs(ServingKnobs, ListenSettings):
 
     api_key: str = Field(
         default="",
-        description="Key clients must send; blank for none (left off the command line, as "
-        "serve refuses a blank key)",
-        json_schema_extra={"flags": ["--api-key"]},
+        description="Key clients must send; blank for none. It reaches serve in the child's "
+        "environment (QUANTDESK_API_KEY), never on its command line, which any local user "
+        "can read",
     )
 
     @field_validator("api_key")

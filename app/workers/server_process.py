@@ -22,7 +22,12 @@ import httpx
 from PySide6.QtCore import QObject, QProcess, QProcessEnvironment, QTimer, QUrl, Signal
 from PySide6.QtNetwork import QNetworkAccessManager, QNetworkReply, QNetworkRequest
 
-from app.page_models.server_command import base_url, launcher_prefix, serve_arguments
+from app.page_models.server_command import (
+    base_url,
+    launcher_prefix,
+    serve_arguments,
+    serve_environment,
+)
 from app.page_models.server_errors import ServerProcessError, explain_exit
 from app.storage.app_settings import ServerKnobs
 
@@ -124,6 +129,11 @@ class ServerSupervisor(QObject):
         process.setProcessChannelMode(QProcess.ProcessChannelMode.MergedChannels)
         env = QProcessEnvironment.systemEnvironment()
         env.insert("PYTHONUNBUFFERED", "1")
+        for name, value in serve_environment(self._knobs).items():
+            if value is None:
+                env.remove(name)
+            else:
+                env.insert(name, value)
         if not getattr(sys, "frozen", False):
             extra = env.value("PYTHONPATH", "")
             env.insert("PYTHONPATH", os.pathsep.join(p for p in (str(_PROJECT_ROOT), extra) if p))

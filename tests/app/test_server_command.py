@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import os
+import sys
 from pathlib import Path
 
 import pytest
+from pytestqt.qtbot import QtBot
 
-from app.page_models.server_command import serve_arguments
+from app.page_models.server_command import serve_arguments, serve_environment
 from app.storage.app_settings import ServerKnobs
+from app.workers.server_process import ServerState, ServerSupervisor
 from backend.entrypoints.main import build_parser
 from backend.settings import EngineSettings, ServerSettings
 from backend.settings.engine_settings import ServingKnobs
@@ -22,10 +26,19 @@ def no_quantdesk_env(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(name)
 
 
-def _served(argv: list[str]) -> tuple[EngineSettings, ServerSettings]:
+def _served(
+    argv: list[str], env: dict[str, str | None] | None = None
+) -> tuple[EngineSettings, ServerSettings]:
+    """The settings ``serve`` builds from ``argv`` with the supervisor's ``env`` changes."""
     args = build_parser().parse_args(argv)
     assert args.command == "serve"
-    return settings_from_args(EngineSettings, args), settings_from_args(ServerSettings, args)
+    with pytest.MonkeyPatch.context() as mp:
+        for name, value in (env or {}).items():
+            if value is None:
+                mp.delenv(name, raising=False)
+            else:
+                mp.setenv(name, value)
+        return settings_from_args(EngineSettings, args), settings_from_args(ServerSettings, args)
 
 
 @pytest.mark.usefixtures("no_quantdesk_env")
@@ -48,7 +61,9 @@ def test_serve_gets_every_knob(tmp_path: Path) -> None:
         cors_origins=["http://a", "http://b"],
         api_key=" sekret ",
     )
-    engine, server = _served(serve_arguments(knobs, tmp_path / "port", port=0))
+    argv = serve_arguments(knobs, tmp_path / "port", port=0)
+    assert not any("sekret" in arg for arg in argv)  # never on the command line
+    engine, server = _served(argv, serve_environment(knobs))
     assert {n: getattr(engine, n) for n in ServingKnobs.model_fields} == {
         n: getattr(knobs, n) for n in ServingKnobs.model_fields
     }
@@ -69,5 +84,41 @@ def test_serve_defaults_are_the_knob_defaults(tmp_path: Path) -> None:
         include=set(ServingKnobs.model_fields)
     )
     assert server.port == knobs.port == 8080 and server.api_key is None
-    assert "--api-key" not in argv  # serve refuses a blank key: an empty box is no key
-    assert "--api-key" not in serve_arguments(ServerKnobs(api_key="   "), tmp_path / "port")
+    assert "--api-key" not in argv
+    # an empty box is no key, even when the GUI itself runs with one in its environment
+    blank = ServerKnobs(api_key="   ")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("QUANTDESK_API_KEY", "inherited")
+        _engine, server = _served(
+            serve_arguments(blank, tmp_path / "port"), serve_environment(blank)
+        )
+    assert server.api_key is None
+
+
+def _reporting_launcher(report: Path) -> list[str]:
+    """A stand-in for the CLI that writes down the key it got and its argv, then exits."""
+    script = (
+        "import json, os, sys; "
+        f"open({str(report)!r}, 'w').write(json.dumps("
+        "{'key': os.environ.get('QUANTDESK_API_KEY'), 'argv': sys.argv[1:]}))"
+    )
+    return [sys.executable, "-c", script]
+
+
+@pytest.mark.parametrize(("box", "expected"), [(" sekret ", "sekret"), ("", None)])
+def test_the_supervisor_hands_the_key_over_in_the_environment(
+    qtbot: QtBot,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    box: str,
+    expected: str | None,
+) -> None:
+    monkeypatch.setenv("QUANTDESK_API_KEY", "the-gui's-own")  # never inherited by the child
+    report = tmp_path / "report.json"
+    supervisor = ServerSupervisor(launcher=lambda: _reporting_launcher(report))
+    supervisor.start(ServerKnobs(api_key=box))
+    qtbot.waitUntil(lambda: report.exists() and report.stat().st_size > 0, timeout=20_000)
+    got = json.loads(report.read_text())
+    assert got["key"] == expected
+    assert not any("sekret" in arg for arg in got["argv"]) and "--api-key" not in got["argv"]
+    qtbot.waitUntil(lambda: supervisor.state is not ServerState.STARTING, timeout=20_000)
