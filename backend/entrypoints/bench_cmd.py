@@ -18,9 +18,9 @@ from backend.bench import (
     write_plot,
     write_results_json,
 )
-from backend.entrypoints.quantize_cmd import positive_int
 from backend.jobs.job_session import JobSession, add_progress_jsonl_option
 from backend.jobs.progress import Progress
+from backend.settings.flags import positive_int
 
 
 def _levels(text: str) -> tuple[int, ...]:

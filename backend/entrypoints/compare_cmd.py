@@ -16,10 +16,10 @@ from typing import Any
 from backend.core.errors import QuantDeskError
 from backend.core.units import human_bytes
 from backend.entrypoints.job_progress_bar import JobProgressBar
-from backend.entrypoints.quantize_cmd import positive_int
 from backend.gguf_file.ggml_types import quant_from_filename
 from backend.gguf_file.gguf_header import read_gguf_header
 from backend.jobs.job_session import JobSession, add_progress_jsonl_option
+from backend.settings.flags import positive_int
 
 
 def _ctx(text: str) -> int:

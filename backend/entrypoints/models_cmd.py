@@ -10,7 +10,6 @@ from typing import Any, get_args
 
 from backend.core.units import human_bytes
 from backend.entrypoints.progress_bar import TerminalProgressBar
-from backend.entrypoints.quantize_cmd import positive_int
 from backend.fit.fit_estimate import FitEstimate, estimate_fit
 from backend.fit.memory_probe import probe_memory
 from backend.gguf_file.gguf_header import read_gguf_header
@@ -29,7 +28,7 @@ from backend.hub.library import ModelLibrary
 from backend.jobs.events import ProgressEvent
 from backend.jobs.job_session import JobSession, add_progress_jsonl_option
 from backend.settings.engine_settings import EngineSettings, ServingKnobs
-from backend.settings.flags import add_settings_flags, settings_from_args
+from backend.settings.flags import add_settings_flags, positive_int, settings_from_args
 
 
 def _settings(args: argparse.Namespace) -> HubSettings:

@@ -18,23 +18,13 @@ from typing import Any
 from backend.core.units import human_bytes
 from backend.jobs.job_session import JobSession, add_progress_jsonl_option
 from backend.jobs.progress import Progress
+from backend.settings.flags import positive_int
 
 log = logging.getLogger(__name__)
 
 TYPE_CHOICES_HELP = (
     "Q8_0, Q6_K, Q5_K_M, Q5_0, Q4_K_M, Q4_K_S, Q4_0, IQ4_XS, Q3_K_M, Q2_K, F16, BF16"
 )
-
-
-def positive_int(text: str) -> int:
-    """argparse type: a whole number >= 1 (also used by ``compare``)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
 
 
 def register(subparsers: Any) -> None:

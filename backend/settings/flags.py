@@ -106,3 +106,14 @@ def settings_from_args(model: type[T], args: argparse.Namespace) -> T:
         flags = _flags_of(model.model_fields[field]) if field in model.model_fields else []
         label = flags[-1] if flags else field
         raise ConfigError(f"invalid {label}: {first['msg']}") from None
+
+
+def positive_int(text: str) -> int:
+    """argparse type: a whole number >= 1 (the sub-commands' counts and sizes)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
