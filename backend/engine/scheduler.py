@@ -138,7 +138,7 @@ class Scheduler:
         self._admit()
         plan = self._step() if self._running else StepPlan()
         if not self._running:
-            self.deliver_events()  # no decode follows: deliver now
+            self._deliver()  # no decode follows: deliver now
         self._publish_gauges()
         return plan
 
@@ -146,6 +146,10 @@ class Scheduler:
         """Hand the events gathered so far to their sinks (the loop does this right before
         each ``llama_decode``, and when nothing runs)."""
         self._require_driver("deliver_events")
+        self._deliver()
+
+    def _deliver(self) -> None:
+        """:meth:`deliver_events` for the loop itself, which already holds the right to drive."""
         outbox, self._outbox = self._outbox, []
         for sink, event in outbox:
             try:
@@ -177,7 +181,7 @@ class Scheduler:
                     self._emit_error(seq, "the server is shutting down")
             self._running.clear()
             self._waiting.clear()
-            self.deliver_events()
+            self._deliver()
 
     def _collect(self, *, block: bool) -> None:
         """Take new requests and cancellations. When new requests came in while others
@@ -318,7 +322,7 @@ class Scheduler:
             if not seq.generating:
                 prompt_tokens += n
         batch.n_tokens = i
-        self.deliver_events()  # the event loop sends them while llama_decode runs
+        self._deliver()  # the event loop sends them while llama_decode runs
         t_dec = time.perf_counter()
         rc = llama_cpp.llama_decode(self.rt.ctx, batch)
         decode_s = time.perf_counter() - t_dec
