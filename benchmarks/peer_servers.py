@@ -42,18 +42,15 @@ class ServerSpec:
     cwd: Path = ROOT
 
 
-def ours_argv(k: Knobs, port: int) -> list[str]:
-    return ours_in(ROOT)(k, port)
-
-
 def ours_in(tree: Path) -> Callable[[Knobs, int], list[str]]:
-    """QuantDesk from another checkout (``git worktree add``) of this repo, e.g. the code
-    before a change: same venv, that tree's packages (it runs with ``cwd=tree``)."""
+    """QuantDesk from a checkout (``git worktree add``) of this repo, e.g. the code before a
+    change: same venv, that tree's packages (it runs with ``cwd=tree``)."""
     new_layout = (tree / "backend" / "entrypoints" / "main.py").is_file()
     module = "backend.entrypoints.main" if new_layout else "backend.cli.main"
 
     def argv(k: Knobs, port: int) -> list[str]:
-        return ours_argv_of(module, k, port)
+        head = [str(VENV_BIN / "python"), "-m", module, "serve", "--model", str(k.model)]
+        return head + shared_flags(k, port) + ([] if k.kv_unified else ["--kv-per-slot"])
 
     return argv
 
@@ -65,9 +62,7 @@ def shared_flags(k: Knobs, port: int) -> list[str]:
     return [str(part) for flag, value in knobs.items() for part in (flag, value)]
 
 
-def ours_argv_of(module: str, k: Knobs, port: int) -> list[str]:
-    argv = [str(VENV_BIN / "python"), "-m", module, "serve", "--model", str(k.model)]
-    return argv + shared_flags(k, port) + ([] if k.kv_unified else ["--kv-per-slot"])
+ours_argv = ours_in(ROOT)
 
 
 def llama_server_argv(binary: Path) -> Callable[[Knobs, int], list[str]]:

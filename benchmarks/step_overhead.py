@@ -36,20 +36,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+from backend.bench.stats import percentile
+
 ROOT = Path(__file__).resolve().parent.parent
 FIGURES = [
     (figure, key)
     for figure in ("overhead_ms", "overhead_cpu_ms")
     for key in ("median", "p90", "mean")
 ]
-
-
-def _percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    k = (len(ordered) - 1) * q
-    lo = int(k)
-    hi = min(lo + 1, len(ordered) - 1)
-    return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
 
 
 def measure(args: argparse.Namespace) -> dict[str, Any]:
@@ -128,13 +122,13 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         "decodes": len(decodes),
         "overhead_ms": {
             "median": statistics.median(gaps_ms),
-            "p90": _percentile(gaps_ms, 0.9),
+            "p90": percentile(gaps_ms, 90),
             "mean": statistics.fmean(gaps_ms),
         },
         # the scheduler thread's own CPU time between decodes: what contention adds is left out
         "overhead_cpu_ms": {
             "median": statistics.median(cpu_ms),
-            "p90": _percentile(cpu_ms, 0.9),
+            "p90": percentile(cpu_ms, 90),
             "mean": statistics.fmean(cpu_ms),
         },
         "decode_ms": {
@@ -206,7 +200,7 @@ def compare(args: argparse.Namespace) -> dict[str, Any]:
     summary: dict[str, Any] = {}
     for figure, key in FIGURES:
         per_side = {s: [r[figure][key] for r in runs[s]] for s in runs}
-        summary[f"{figure}.{key}"] = row = {
+        row: dict[str, Any] = {
             s: {
                 "median_of_passes": statistics.median(v),
                 "min": min(v),
@@ -218,6 +212,7 @@ def compare(args: argparse.Namespace) -> dict[str, Any]:
             per_side["old"]
         )
         row["ratio_90pct_bootstrap"] = _bootstrap_ratio(per_side["old"], per_side["new"])
+        summary[f"{figure}.{key}"] = row
     return {
         "what": "Python overhead per scheduler step in ms: wall time between llama_decode "
         "calls (overhead_ms) and the scheduler thread's CPU time there (overhead_cpu_ms); "

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -74,7 +75,7 @@ class Engine:
         self.scheduler = Scheduler(
             self.runtime,
             parallel=settings.parallel,
-            cache_entries=settings.n_seq_max - settings.parallel,  # the sequences past the slots
+            cache_entries=settings.prefix_cache_entries,
             max_queue=settings.max_queue,
         )
         self.arrivals = self.scheduler.arrivals
@@ -192,9 +193,14 @@ class Engine:
 
     # ---- stats -----------------------------------------------------------------
     def stats(self) -> StatsSnapshot:
+        return self.scheduler.stats.snapshot(self._model_stats, system_snapshot(), ready=self.ready)
+
+    @cached_property
+    def _model_stats(self) -> ModelStats:
+        """The model section of the stats: fixed once the model is loaded."""
         info = self.runtime.info
         s = self.settings
-        model = ModelStats(
+        return ModelStats(
             id=self.model_id,
             path=str(self.model_path),
             architecture=info.architecture,
@@ -214,7 +220,4 @@ class Engine:
             n_batch=self.runtime.n_batch,
             threads=s.threads,
             load_seconds=self.load_seconds,
-        )
-        return self.scheduler.stats.snapshot(
-            model, system_snapshot(), preemptions=self.scheduler.preemptions, ready=self.ready
         )

@@ -59,6 +59,7 @@ class EngineStats:
         self.step_s_total = 0.0
         self.python_s_total = 0.0
         self.batch_tokens_total = 0
+        self.preemptions = 0
         self.ttft_ms: deque[float] = deque(maxlen=LATENCY_SAMPLES)
         self.itl_ms: deque[float] = deque(maxlen=LATENCY_SAMPLES)
         self.ttft_ms_last: float | None = None
@@ -109,9 +110,7 @@ class EngineStats:
         span = max(span, 1.0)
         return sum(w[1] for w in window) / span, sum(w[2] for w in window) / span
 
-    def snapshot(
-        self, model: ModelStats, system: SystemStats, preemptions: int, ready: bool
-    ) -> StatsSnapshot:
+    def snapshot(self, model: ModelStats, system: SystemStats, ready: bool) -> StatsSnapshot:
         """The counters read at one instant, with what the engine knows beside them."""
         now = time.perf_counter()
         with self._lock:
@@ -158,7 +157,7 @@ class EngineStats:
                     step_ms_avg=1000.0 * self.step_s_total / steps,
                     python_ms_avg=1000.0 * self.python_s_total / steps,
                     batch_tokens_avg=self.batch_tokens_total / steps,
-                    preemptions=preemptions,
+                    preemptions=self.preemptions,
                 ),
                 uptime_s=time.time() - self.started,
                 model=model,

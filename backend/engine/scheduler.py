@@ -88,7 +88,6 @@ class Scheduler:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="quantdesk-scheduler", daemon=True)
         self.failure: str | None = None
-        self.preemptions = 0
 
     # ---- called from any thread ------------------------------------------------
     def start(self) -> None:
@@ -251,7 +250,7 @@ class Scheduler:
         victim = self.admission.preempt_youngest(self._running)
         if victim is None:
             return False
-        self.preemptions += 1
+        self.stats.preemptions += 1
         with self._queued_lock:
             self._queued += 1
         self._waiting.appendleft(victim)

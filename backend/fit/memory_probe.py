@@ -7,8 +7,7 @@ nothing here ever raises for a missing GPU.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import dataclass, field
 
 import psutil
 
@@ -28,10 +27,6 @@ class AvailableMemory:
     @property
     def vram_free_bytes(self) -> int:
         return sum(g.vram_free_bytes for g in self.gpus)
-
-    def to_dict(self) -> dict[str, Any]:
-        gpus = [g.model_dump() for g in self.gpus]
-        return {**asdict(self), "gpus": gpus, "vram_free_bytes": self.vram_free_bytes}
 
 
 def probe_memory() -> AvailableMemory:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Literal
 
 DownloadStage = Literal["downloading", "verifying", "done"]
 
@@ -29,9 +29,6 @@ class DownloadProgress:
         if not self.total_bytes:
             return None
         return min(1.0, self.done_bytes / self.total_bytes)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "fraction": self.fraction}
 
 
 ProgressCallback = Callable[[DownloadProgress], None]
