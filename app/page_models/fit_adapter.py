@@ -40,8 +40,12 @@ class FitView:
     kv_bytes: int = 0
     weights_bytes: int = 0
     compute_bytes: int = 0
-    exact: bool = False  # True when it came from backend.fit.fit_estimate
     gpu_note: str | None = None
+
+    @property
+    def exact(self) -> bool:
+        """Whether backend.fit.fit_estimate judged it (every other view is 'unknown')."""
+        return self.verdict != "unknown"
 
 
 def _memory() -> AvailableMemory:
@@ -75,7 +79,6 @@ def estimate(knobs: ServerKnobs) -> FitView:
         kv_bytes=est.kv_bytes,
         weights_bytes=est.weights_bytes,
         compute_bytes=est.compute_bytes,
-        exact=True,
         gpu_note=est.gpu_note or memory.gpu_note,
     )
 

@@ -21,12 +21,11 @@ class ModelChoice:
     source: str  # 'embedded', 'library' or 'recent'
 
 
-def _library_paths() -> list[Path]:
-    """Loadable GGUF files of the hub's local library (none if the hub can't say)."""
-    try:
-        from backend.hub.library import ModelLibrary
-    except ImportError:
-        return []
+def library_paths() -> list[Path]:
+    """Loadable GGUF files of the local library (reads every header: call it off the GUI
+    thread); none if the library can't be read."""
+    from backend.hub.library import ModelLibrary  # huggingface_hub: not at window start-up
+
     try:
         entries = ModelLibrary().entries()
     except (QuantDeskError, OSError) as exc:
@@ -39,19 +38,12 @@ def _library_paths() -> list[Path]:
     ]
 
 
-def library_paths() -> list[Path]:
-    """The library's GGUF files (reads every header: call it off the GUI thread)."""
-    return _library_paths()
-
-
-def model_choices(recent: list[str], library: list[Path] | None = None) -> list[ModelChoice]:
-    """Embedded default first, then the library, then recently opened files.
-
-    ``library=None`` scans the library now; pass a list scanned elsewhere to avoid that.
-    """
+def model_choices(recent: list[str], library: list[Path]) -> list[ModelChoice]:
+    """Embedded default first, then the library (as :func:`library_paths` scanned it),
+    then recently opened files."""
     choices = [ModelChoice(f"{DEFAULT_MODEL_ID} (embedded)", "default", "embedded")]
     seen = {"default"}
-    for path in _library_paths() if library is None else library:
+    for path in library:
         if str(path) not in seen:
             seen.add(str(path))
             choices.append(ModelChoice(path.name, str(path), "library"))

@@ -33,17 +33,13 @@ KILL_AFTER_MS = 8000
 class CliJob(QObject):
     """One child ``quantdesk ARGS... --progress-jsonl`` run.
 
-    Signals, in order: any number of ``event_received(JobEvent)`` (every parsed line),
-    ``progress_reported(ProgressEvent)`` (typed progress: ``phase`` of ``phases``,
-    ``stage``, ``done`` of ``total``, ``fraction``) and ``log_line(text)`` (stderr,
-    warnings and lines that are not events); then exactly one of ``succeeded(payload)``
-    (the result event's payload dict, e.g. for ``CompareResult.from_json``) /
-    ``failed(message)``; then ``finished()``. After the run, ``result_event`` and
-    ``error_event`` hold the typed result and error (``error_event.exit_code``,
-    ``.cancelled``) when the child wrote them.
+    Signals, in order: any number of ``progress_reported(ProgressEvent)`` (typed progress:
+    ``phase`` of ``phases``, ``stage``, ``done`` of ``total``, ``fraction``) and
+    ``log_line(text)`` (stderr, warnings and lines that are not events); then exactly one
+    of ``succeeded(payload)`` (the result event's payload dict, e.g. for
+    ``CompareResult.from_json``) / ``failed(message)``; then ``finished()``.
     """
 
-    event_received = Signal(object)  # JobEvent
     progress_reported = Signal(object)  # ProgressEvent
     log_line = Signal(str)
     succeeded = Signal(object)  # dict: the result payload
@@ -54,9 +50,7 @@ class CliJob(QObject):
         super().__init__(parent)
         self.args = [*args, "--progress-jsonl"]
         self.result: dict[str, Any] | None = None
-        self.result_event: ResultEvent | None = None
         self.error: str | None = None
-        self.error_event: ErrorEvent | None = None
         self.cancelled = False
         self._stdout_buf = b""
         self._stderr_buf = b""
@@ -123,16 +117,13 @@ class CliJob(QObject):
         self._dispatch(event)
 
     def _dispatch(self, event: JobEvent) -> None:
-        self.event_received.emit(event)
         if isinstance(event, ProgressEvent):
             self.progress_reported.emit(event)
         elif isinstance(event, WarningEvent):
             self.log_line.emit(event.message)
         elif isinstance(event, ResultEvent):
-            self.result_event = event
             self.result = event.payload
         elif isinstance(event, ErrorEvent):
-            self.error_event = event
             self.error = event.message
 
     def _read_stderr(self) -> None:
