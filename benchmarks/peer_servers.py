@@ -48,9 +48,16 @@ def ours_in(tree: Path) -> Callable[[Knobs, int], list[str]]:
     new_layout = (tree / "backend" / "entrypoints" / "main.py").is_file()
     module = "backend.entrypoints.main" if new_layout else "backend.cli.main"
 
+    settings = tree / "backend" / "settings" / "engine_settings.py"
+    per_slot_default = settings.is_file() and '"--kv-unified"' in settings.read_text()
+
     def argv(k: Knobs, port: int) -> list[str]:
         head = [str(VENV_BIN / "python"), "-m", module, "serve", "--model", str(k.model)]
-        return head + shared_flags(k, port) + ([] if k.kv_unified else ["--kv-per-slot"])
+        if per_slot_default:
+            layout = ["--kv-unified"] if k.kv_unified else []
+        else:  # a checkout from before the per-slot default
+            layout = [] if k.kv_unified else ["--kv-per-slot"]
+        return head + shared_flags(k, port) + layout
 
     return argv
 

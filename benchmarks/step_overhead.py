@@ -7,13 +7,13 @@ up at every call) to time each decode, runs the engine in-process with ``-c 8192
 -t 2``, and sends waves of 16 requests together (fixed ``max_tokens`` with ``ignore_eos``,
 greedy). Within a wave, the time between the end of one decode and the start of the next is
 the step loop's own work: sampling, events, admission, planning and filling the batch. With
-the default unified KV cache every step is one decode, so that gap is the Python overhead
-per step (with ``--kv-per-slot`` a step may be two). The scheduler thread's CPU time in
+``--kv-unified`` every step is one decode, so that gap is the Python overhead per step
+(with a KV stream per slot, the default, a step may be two). The scheduler thread's CPU time in
 the same gaps (``time.thread_time``) is reported beside it: it leaves out the waits that
 other processes on a shared machine add. The sides take turns, the order alternating per
 pass, so that a slow spell of the machine lands on both.
 
-  .venv/bin/python benchmarks/step_overhead.py --before /tmp/before [--passes 5] [--kv-per-slot]
+  .venv/bin/python benchmarks/step_overhead.py --before /tmp/before [--passes 5] [--kv-unified]
 
 Writes ``step-overhead.json`` (``step-overhead-per-slot.json``) into --out and prints a
 table. The child imports only
@@ -71,7 +71,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         ctx_size=args.ctx,
         parallel=args.concurrency,
         threads=args.threads,
-        kv_per_slot=args.kv_per_slot,
+        kv_unified=args.kv_unified,
     )
     engine = Engine(settings)
     engine.start()  # includes the warm-up request
@@ -146,7 +146,7 @@ def _child(root: Path, args: argparse.Namespace) -> dict[str, Any]:
         *("--waves", str(args.waves), "--concurrency", str(args.concurrency)),
         *("--max-tokens", str(args.max_tokens), "--prompt-tokens", str(args.prompt_tokens)),
         *("--ctx", str(args.ctx), "--threads", str(args.threads)),
-        *(["--kv-per-slot"] if args.kv_per_slot else []),
+        *(["--kv-unified"] if args.kv_unified else []),
     ]
     env = {**os.environ, "PYTHONPATH": str(root)}
     out = subprocess.run(cmd, env=env, cwd=root, capture_output=True, text=True, check=False)
@@ -221,7 +221,7 @@ def compare(args: argparse.Namespace) -> dict[str, Any]:
             "ctx": args.ctx,
             "parallel": args.concurrency,
             "threads": args.threads,
-            "kv_per_slot": args.kv_per_slot,
+            "kv_unified": args.kv_unified,
             "concurrency": args.concurrency,
             "max_tokens": args.max_tokens,
             "prompt_tokens": args.prompt_tokens,
@@ -247,7 +247,7 @@ def main() -> None:
     parser.add_argument("--prompt-tokens", type=int, default=64)
     parser.add_argument("--ctx", type=int, default=8192)
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--kv-per-slot", action="store_true")
+    parser.add_argument("--kv-unified", action="store_true")
     parser.add_argument("--out", default=str(ROOT / "benchmarks/results/step-overhead"))
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -257,7 +257,7 @@ def main() -> None:
     report = compare(args)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    name = "step-overhead-per-slot.json" if args.kv_per_slot else "step-overhead.json"
+    name = "step-overhead.json" if args.kv_unified else "step-overhead-per-slot.json"
     (out / name).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     print(f"\n{'ms per step':<22} {'old':>20} {'new':>20} {'new/old [90%]':>22}")
     for key, row in report["summary"].items():

@@ -186,8 +186,8 @@ class ServerPage(QWidget):
         self.kv_layout_combo.addItems(["unified", "per slot"])
         self.kv_layout_combo.setToolTip(
             "unified: one cache for all sequences, one request may use the whole context.\n"
-            "per slot: each sequence gets context/parallel cells of its own (llama-server's "
-            "layout with -np); faster when many requests run at once"
+            "per slot (default): each sequence gets context/parallel cells of its own "
+            "(llama-server's layout with -np); faster, since a row attends only to its slot"
         )
         pairs = [
             ("Context length", self.ctx_spin, "Parallel sequences", self.parallel_spin),
@@ -261,7 +261,7 @@ class ServerPage(QWidget):
         self.ctk_combo.setCurrentText(k.cache_type_k)
         self.ctv_combo.setCurrentText(k.cache_type_v)
         self.fa_combo.setCurrentText(k.flash_attn)
-        self.kv_layout_combo.setCurrentIndex(1 if k.kv_per_slot else 0)
+        self.kv_layout_combo.setCurrentIndex(0 if k.kv_unified else 1)
         self.host_edit.setText(k.host)
         self.port_spin.setValue(k.port)
         self.key_edit.setText(k.api_key)
@@ -276,7 +276,7 @@ class ServerPage(QWidget):
             "cache_type_k": self.ctk_combo.currentText(),
             "cache_type_v": self.ctv_combo.currentText(),
             "flash_attn": self.fa_combo.currentText(),
-            "kv_per_slot": self.kv_layout_combo.currentIndex() == 1,
+            "kv_unified": self.kv_layout_combo.currentIndex() == 0,
             "host": self.host_edit.text().strip() or "127.0.0.1",
             "api_key": self.key_edit.text().strip(),
             "cors_origins": origins,

@@ -10,7 +10,7 @@ holds every request's own suffix.
 
 There is one policy per KV layout. :class:`UnifiedAdmission`: one KV cache shared by
 every sequence id; finished sequences stay as prefix-cache entries up to a count, and
-any new request may evict them. :class:`PerSlotAdmission` (``--kv-per-slot``): every
+any new request may evict them. :class:`PerSlotAdmission` (the default layout): every
 sequence id is a slot with its own KV stream (llama.cpp's non-unified cache, as
 llama-server runs with an explicit ``-np``); idle slots keep their last prompt as the
 prefix cache. A new request takes the lowest idle slot, so the running slots stay

@@ -84,7 +84,7 @@ class Engine:
 
     @property
     def n_ctx(self) -> int:
-        """Tokens one request may hold (a slot's stream with --kv-per-slot)."""
+        """Tokens one request may hold (a slot's stream, unless --kv-unified)."""
         return self.runtime.n_ctx_seq
 
     def start(self, *, warmup: bool = True) -> None:

@@ -84,7 +84,7 @@ class ModelRuntime:
         cparams.flash_attn_type = _FLASH_ATTN[settings.flash_attn]
         cparams.type_k = GGML_TYPE_ID[settings.cache_type_k]
         cparams.type_v = GGML_TYPE_ID[settings.cache_type_v]
-        cparams.kv_unified = not settings.kv_per_slot
+        cparams.kv_unified = settings.kv_unified
         cparams.no_perf = True
         ctx = llama_cpp.llama_init_from_model(model, cparams)
         if not ctx:
@@ -100,7 +100,7 @@ class ModelRuntime:
         self.vocab = llama_cpp.llama_model_get_vocab(model)
         self.memory = llama_cpp.llama_get_memory(ctx)
         self.n_ctx = int(llama_cpp.llama_n_ctx(ctx))
-        self.kv_unified = not settings.kv_per_slot
+        self.kv_unified = settings.kv_unified
         # what one sequence may hold: the whole cache, or its slot's stream
         self.n_ctx_seq = int(llama_cpp.llama_n_ctx_seq(ctx))
         self.n_batch = int(llama_cpp.llama_n_batch(ctx))

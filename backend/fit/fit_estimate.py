@@ -6,13 +6,15 @@ layer between GPU and CPU the way llama.cpp assigns ``-ngl`` layers), KV cache
 GPU and free RAM.
 
 KV cache, as llama.cpp allocates it (``llama_kv_cache``): ``n_ctx`` is padded
-to 256 cells; with a unified cache (what the QuantDesk server uses) all
-sequences share those cells. Each layer stores K as
+to 256 cells; with a KV stream per slot (the server's default) each of the
+``n_seq`` streams holds ``pad256(n_ctx / n_seq)`` of them, with a unified cache
+(``--kv-unified``) all sequences share them. Each layer stores K as
 ``row_size(type_k, n_head_kv(il) * head_dim_k(il)) * cells`` and the same for V
 (with V transposed, i.e. without flash attention, V rows are padded to the
 largest layer). ``row_size`` counts whole blocks: q8_0 = 34 bytes per 32
 values, q4_0 = 18 per 32, and so on. Sliding-window layers hold
-``pad256(min(cells, n_swa * n_seq + n_ubatch))`` cells unless ``swa_full``.
+``pad256(min(cells, n_swa * n_seq + n_ubatch))`` cells (unified) or
+``pad256(min(stream, n_swa + n_ubatch))`` per stream, unless ``swa_full``.
 
 The compute buffer is the peak of the worst-case graph (a full micro-batch over
 a full cache): the largest of the logits, attention-score and feed-forward
@@ -83,8 +85,10 @@ def kv_cache_layout(shape: ModelShape, settings: FitSettings) -> KvLayout:
     swa_cells = cells
     if any(shape.is_swa) and not settings.swa_full:
         n_ubatch = min(settings.ubatch_size, settings.batch_size)
-        per = n_seq if settings.kv_unified else 1
-        swa_cells = _pad(min(cells, shape.n_swa * per + n_ubatch), KV_PAD)
+        if settings.kv_unified:
+            swa_cells = _pad(min(cells, shape.n_swa * n_seq + n_ubatch), KV_PAD)
+        else:  # each stream is sized alone
+            swa_cells = _pad(min(cells // n_seq, shape.n_swa + n_ubatch), KV_PAD) * n_seq
     v_trans = not flash_attention_enabled(settings)
     n_embd_v = [shape.n_head_kv[il] * shape.head_dim_v[il] for il in range(shape.n_layer)]
     v_max = max(n_embd_v) if n_embd_v else 0
@@ -119,6 +123,8 @@ def compute_buffer_bytes(shape: ModelShape, settings: FitSettings, layout: KvLay
     head_dim = max(shape.head_dim_k) if shape.head_dim_k else 0
     hidden = shape.n_embd * n_tokens * f32
     cells = [layout.cells] + ([layout.swa_cells] if any(shape.is_swa) else [])
+    if not settings.kv_unified:  # a stream per slot: each token row sees its stream's cells
+        cells = [c // settings.n_seq_max for c in cells]
     feed_forward = 3 * shape.n_ff * n_tokens * f32 + 3 * hidden
     if flash_attention_enabled(settings):
         masks = sum(c * n_tokens * 2 for c in cells)

@@ -30,10 +30,6 @@ class FitSettings(ServingKnobs):
             {name: getattr(knobs, name) for name in ServingKnobs.model_fields}
         )
 
-    @property
-    def kv_unified(self) -> bool:
-        return not self.kv_per_slot
-
     def check(self) -> None:
         """Refuse what llama.cpp refuses to create."""
         if self.cache_type_v not in _UNQUANTISED and self.flash_attn == "off":

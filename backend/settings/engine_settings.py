@@ -8,9 +8,9 @@ estimate are all built from it.
 from __future__ import annotations
 
 import os
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 CacheType = Literal["f32", "f16", "bf16", "q8_0", "q5_1", "q5_0", "q4_1", "q4_0", "iq4_nl"]
@@ -31,10 +31,13 @@ class ServingKnobs(BaseModel):
         json_schema_extra={"flags": ["-m", "--model"]},
     )
     ctx_size: int = Field(
-        default=4096,
+        default=16384,
         ge=256,
         le=1_048_576,
-        description="Total KV-cache cells shared by all sequences (unified KV)",
+        description=(
+            "Total KV-cache cells; with a stream per slot each of the -np sequences gets "
+            "ctx-size/parallel of them"
+        ),
         json_schema_extra={"flags": ["-c", "--ctx-size"]},
     )
     batch_size: int = Field(
@@ -87,33 +90,46 @@ class ServingKnobs(BaseModel):
         description="CPU threads for generation",
         json_schema_extra={"flags": ["-t", "--threads"]},
     )
-    kv_per_slot: bool = Field(
+    kv_unified: bool = Field(
         default=False,
         description=(
-            "Give each parallel sequence its own KV stream of ctx-size/parallel cells, as "
-            "llama-server does with an explicit -np (default: one unified KV cache, where one "
-            "request may use the whole context). Rows then attend only to their own slot; "
-            "idle slots keep their prompts for reuse and shared prefixes are copied between "
-            "slots"
+            "One KV cache shared by all parallel sequences, so that one request may use the "
+            "whole context (default: a KV stream of ctx-size/parallel cells per slot, as "
+            "llama-server runs with -np; each row then attends only to its own slot, which "
+            "is faster, and idle slots keep their prompts for reuse)"
         ),
-        json_schema_extra={"flags": ["-no-kvu", "--no-kv-unified", "--kv-per-slot"]},
+        json_schema_extra={
+            "flags": ["-kvu", "--kv-unified"],
+            "off_flags": ["-no-kvu", "--no-kv-unified", "--kv-per-slot"],
+        },
     )
     prefix_cache_entries: int = Field(
         default=8,
         ge=0,
         le=64,
         description=(
-            "Finished sequences whose KV is kept for prefix reuse (0 disables); with "
-            "--kv-per-slot the idle slots are the cache"
+            "Finished sequences whose KV is kept for prefix reuse with --kv-unified "
+            "(0 disables); with a KV stream per slot the idle slots are the cache"
         ),
         json_schema_extra={"flags": ["--prefix-cache"]},
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _layout_saved_before_kv_unified(cls, data: Any) -> Any:
+        """Knobs saved before the per-slot default kept ``kv_per_slot``: keep the layout
+        they chose (the old default was unified) rather than change it under them."""
+        if isinstance(data, dict) and "kv_per_slot" in data:
+            data = dict(data)
+            per_slot = bool(data.pop("kv_per_slot"))
+            data.setdefault("kv_unified", not per_slot)
+        return data
 
     @property
     def n_seq_max(self) -> int:
         """llama.cpp sequences: the parallel slots, plus the prefix-cache entries of a
         unified cache (with a KV stream per slot the idle slots are the cache)."""
-        return self.parallel + (0 if self.kv_per_slot else self.prefix_cache_entries)
+        return self.parallel + (self.prefix_cache_entries if self.kv_unified else 0)
 
 
 class EngineSettings(BaseSettings, ServingKnobs):

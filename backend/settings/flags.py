@@ -1,6 +1,7 @@
 """Derive argparse flags from pydantic settings models, so there is one definition.
 
-Each field names its flags in ``json_schema_extra={"flags": [...]}``; the
+Each field names its flags in ``json_schema_extra={"flags": [...]}`` (a boolean may also
+name ``"off_flags"`` that set it False, as llama-server's ``-no-kvu``); the
 description becomes the help text and the value is validated by the model
 itself, so bounds live in one place. :func:`settings_argv` goes the other way:
 a settings instance back to the command line that gives it.
@@ -22,9 +23,9 @@ from backend.core.errors import ConfigError
 T = TypeVar("T", bound=BaseSettings)
 
 
-def _flags_of(field: FieldInfo) -> list[str]:
+def _flags_of(field: FieldInfo, key: str = "flags") -> list[str]:
     extra = field.json_schema_extra or {}
-    flags = extra.get("flags") if isinstance(extra, dict) else None
+    flags = extra.get(key) if isinstance(extra, dict) else None
     return [str(flag) for flag in flags] if isinstance(flags, list) else []
 
 
@@ -70,6 +71,15 @@ def add_settings_flags(
             if kwargs["metavar"] is None:
                 del kwargs["metavar"]
         group.add_argument(*flags, **kwargs)
+        off_flags = _flags_of(field, "off_flags")
+        if annotation is bool and off_flags:
+            group.add_argument(
+                *off_flags,
+                dest=name,
+                action="store_false",
+                default=argparse.SUPPRESS,
+                help=f"the opposite of {flags[-1]}",
+            )
 
 
 def settings_argv(settings: BaseModel) -> list[str]:

@@ -29,7 +29,7 @@ def test_broken_file_gives_defaults(isolated_home: Path) -> None:
     (isolated_home / "gui-settings.json").write_text("{not json", encoding="utf-8")
     assert AppSettings.load() == AppSettings.model_validate(AppSettings().model_dump())
     (isolated_home / "gui-settings.json").write_text('{"server": {"ctx_size": 1}}')
-    assert AppSettings.load().server.ctx_size == 4096  # out of bounds -> defaults
+    assert AppSettings.load().server.ctx_size == 16384  # out of bounds -> defaults
 
 
 # gui-settings.json as versions before serve's settings model wrote it: api_key "" for no key,
@@ -54,7 +54,7 @@ def test_settings_saved_by_earlier_versions_load(isolated_home: Path) -> None:
         cache_type_k="q8_0",
         cache_type_v="q8_0",
         flash_attn="on",
-        kv_per_slot=True,
+        kv_unified=False,
         threads=3,
         host="0.0.0.0",
         port=8081,

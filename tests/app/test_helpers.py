@@ -26,7 +26,7 @@ def test_serve_arguments_are_accepted_by_the_real_cli(tmp_path: Path) -> None:
         api_key="sekret",
         cors_origins=["http://a", "http://b"],
         port=0,
-        kv_per_slot=True,
+        kv_unified=True,
     )
     args = serve_arguments(knobs, tmp_path / "port")
     assert launcher_prefix()[-3:] == [sys.executable, "-m", "backend.entrypoints.main"]
@@ -35,7 +35,7 @@ def test_serve_arguments_are_accepted_by_the_real_cli(tmp_path: Path) -> None:
     assert parsed.ctx_size == "1024" or parsed.ctx_size == 1024
     assert parsed.cache_type_k == "q8_0"
     assert parsed.flash_attn == "on"
-    assert parsed.kv_per_slot is True
+    assert parsed.kv_unified is True
     assert "sekret" not in " ".join(args)  # the key travels in the environment, not in argv
     assert parsed.cors_origins == ["http://a", "http://b"]
     assert parsed.port_file == str(tmp_path / "port")

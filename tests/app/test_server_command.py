@@ -54,7 +54,7 @@ def test_serve_gets_every_knob(tmp_path: Path) -> None:
         cache_type_v="q8_0",
         flash_attn="on",
         threads=3,
-        kv_per_slot=True,
+        kv_unified=True,
         prefix_cache_entries=2,
         host="::1",
         port=9000,

@@ -47,7 +47,7 @@ def test_a_copied_stream_is_its_own_and_replaces_what_the_slot_held() -> None:
 @pytest.fixture(params=[False, True], ids=["unified", "per-slot"])
 def engine(request: pytest.FixtureRequest) -> Iterator[Engine]:
     settings = EngineSettings(
-        ctx_size=4 * 1024, parallel=4, kv_per_slot=request.param, prefix_cache_entries=2
+        ctx_size=4 * 1024, parallel=4, kv_unified=not request.param, prefix_cache_entries=2
     )
     eng = Engine(settings)  # not started: the test drives the scheduler
     yield eng

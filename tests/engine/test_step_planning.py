@@ -31,7 +31,7 @@ def engine(request: pytest.FixtureRequest) -> Iterator[Engine]:
         parallel=SLOTS,
         batch_size=512,
         ubatch_size=512,
-        kv_per_slot=request.param,
+        kv_unified=not request.param,
     )
     eng = Engine(settings)  # not started: the test drives the scheduler
     yield eng

@@ -73,7 +73,7 @@ def test_fit_flags_are_serves_flags() -> None:
 
     fit = options(parsers["quantdesk models fit"])
     serve = options(parsers["quantdesk serve"])
-    assert {"ctx_size", "parallel", "cache_type_k", "gpu_layers", "kv_per_slot"} <= set(fit)
+    assert {"ctx_size", "parallel", "cache_type_k", "gpu_layers", "kv_unified"} <= set(fit)
     assert {dest: serve[dest] for dest in fit} == fit
 
 

@@ -143,14 +143,14 @@ SMOLLM2_SETTINGS = [
     FitSettings(ctx_size=512),
     FitSettings(ctx_size=4096, parallel=1, prefix_cache_entries=0),
     FitSettings(ctx_size=8192, flash_attn="off"),
-    FitSettings(ctx_size=16384, flash_attn="off", parallel=8),
+    FitSettings(ctx_size=16384, flash_attn="off", parallel=8, kv_unified=True),
     FitSettings(ctx_size=3000, cache_type_k="q8_0", cache_type_v="q8_0"),
     FitSettings(ctx_size=4096, cache_type_k="q4_0", cache_type_v="q4_0", flash_attn="on"),
     FitSettings(
         ctx_size=4096, cache_type_k="q8_0", cache_type_v="f16", ubatch_size=128, batch_size=256
     ),
     FitSettings(ctx_size=32768, ubatch_size=256, batch_size=2048),
-    FitSettings(ctx_size=4096, parallel=4, kv_per_slot=True),  # a KV stream per slot
+    FitSettings(ctx_size=4096, parallel=4, kv_unified=True),  # one KV cache for all
 ]
 
 
@@ -159,7 +159,7 @@ SMOLLM2_SETTINGS = [
     SMOLLM2_SETTINGS,
     ids=lambda s: (
         f"c{s.ctx_size}-{s.cache_type_k}-{s.cache_type_v}-fa{s.flash_attn}-ub{s.ubatch_size}"
-        f"-perslot{s.kv_per_slot}"
+        f"-perslot{not s.kv_unified}"
     ),
 )
 def test_smollm2_estimate_matches_llama_cpp(
@@ -232,10 +232,12 @@ def test_serve_settings_are_estimated_as_serve_runs_them(smollm2_path: Path) -> 
     knobs = {"ctx_size": 2048, "parallel": 2, "cache_type_k": "q8_0", "gpu_layers": 0}
     serve = EngineSettings.model_validate({**knobs, "model_alias": "x", "max_queue": 3})
     assert estimate_fit(header, serve) == estimate_fit(header, FitSettings.model_validate(knobs))
-    # a KV stream per slot: parallel sequences only, the idle slots being the prefix cache
-    per_slot = serve.model_copy(update={"kv_per_slot": True})
-    assert FitSettings.of(per_slot).n_seq_max == 2 and not FitSettings.of(per_slot).kv_unified
-    assert estimate_fit(header, per_slot).kv_cells == 2048
+    # a KV stream per slot (the default): parallel sequences only, the idle slots being the
+    # prefix cache; unified: the prefix-cache entries are sequences of their own
+    assert FitSettings.of(serve).n_seq_max == 2 and not FitSettings.of(serve).kv_unified
+    assert estimate_fit(header, serve).kv_cells == 2048
+    unified = FitSettings.of(serve.model_copy(update={"kv_unified": True}))
+    assert unified.kv_unified and unified.n_seq_max == 2 + serve.prefix_cache_entries
 
 
 def test_quantised_v_without_flash_attention_is_refused(smollm2_path: Path) -> None:
@@ -362,5 +364,9 @@ def test_context_beyond_training_is_warned(smollm2_path: Path) -> None:
     header = read_gguf_header(smollm2_path)
     assert header.context_length == 8192
     assert estimate_fit(header, FitSettings(ctx_size=8192)).warnings == []
-    [warning] = estimate_fit(header, FitSettings(ctx_size=16384)).warnings
+    # what one request may hold counts: a stream per slot holds ctx-size/parallel
+    assert estimate_fit(header, FitSettings(ctx_size=16384, parallel=4)).warnings == []
+    [warning] = estimate_fit(header, FitSettings(ctx_size=16384, parallel=1)).warnings
+    assert "16384" in warning and "8192" in warning
+    [warning] = estimate_fit(header, FitSettings(ctx_size=16384, kv_unified=True)).warnings
     assert "16384" in warning and "8192" in warning

@@ -92,8 +92,8 @@ SLOT_CELLS = 2048
 
 @pytest.fixture(scope="package")
 def slot_server() -> Iterator[LiveServer]:
-    """A server with a KV stream per slot (--kv-per-slot)."""
-    server = start_server(ctx_size=SLOTS * SLOT_CELLS, parallel=SLOTS, kv_per_slot=True)
+    """A server with a KV stream per slot (the default layout)."""
+    server = start_server(ctx_size=SLOTS * SLOT_CELLS, parallel=SLOTS)
     wait_healthy(server.base_url)
     yield server
     server.handle.stop()

@@ -1,4 +1,4 @@
-"""--kv-per-slot: each sequence in its own KV stream, idle slots as the prefix cache."""
+"""A KV stream per slot (the default layout): idle slots are the prefix cache."""
 
 from __future__ import annotations
 

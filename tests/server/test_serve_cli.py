@@ -119,7 +119,7 @@ def test_generated_command_line_parses_back_to_the_same_settings(
         cache_type_v="q4_0",
         flash_attn="on",
         threads=3,
-        kv_per_slot=True,
+        kv_unified=True,
         prefix_cache_entries=0,
         model_alias="x",
         chat_template_file="/templates/t.jinja",
