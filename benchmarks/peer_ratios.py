@@ -13,8 +13,10 @@ from backend.bench import (
     LevelResult,
 )
 from backend.bench.paired import paired_ratio
+from backend.bench.turns import turn_count
 
 BASELINE = "llama-server"
+TURN_RATIO_FIELDS = ("ttft_ms_p50", "ttft_ms_p99")
 
 
 RATIO_FIELDS = ("tokens_per_s", "ttft_ms_p50", "ttft_ms_p99", "itl_ms_p50", "requests_per_s")
@@ -38,14 +40,26 @@ def _against_baseline(
                     yield result.label, scenario.name, level, base_level
 
 
+def _ratio(a: float | None, b: float | None) -> float | None:
+    if a is None or not b or math.isnan(a / b):
+        return None
+    return round(a / b, 3)
+
+
 def ratios(results: list[BenchResult]) -> dict[str, Any]:
-    """Each server's medians divided by llama-server's, per scenario and concurrency."""
+    """Each server's medians divided by llama-server's, per scenario and concurrency; the
+    follow-up scenario's rows also hold ``turns``: per turn, TTFT p50/p99 ratios."""
     out: dict[str, Any] = {}
     for label, scenario, level, base_level in _against_baseline(results):
         row: dict[str, Any] = {"concurrency": level.concurrency}
         for name in RATIO_FIELDS:
-            a, b = level.median_of(name), base_level.median_of(name)
-            row[name] = round(a / b, 3) if b and not math.isnan(a / b) else None
+            row[name] = _ratio(level.median_of(name), base_level.median_of(name))
+        base_turns = base_level.turns()
+        if level.turns() and base_turns:
+            row["turns"] = [
+                {"turn": t["turn"]} | {name: _ratio(t[name], b[name]) for name in TURN_RATIO_FIELDS}
+                for t, b in zip(level.turns(), base_turns, strict=False)
+            ]
         out.setdefault(label, {}).setdefault(scenario, []).append(row)
     return out
 
@@ -63,9 +77,50 @@ def paired_ratios(results: list[BenchResult], baseline: str = BASELINE) -> dict[
     return out
 
 
-def paired_table(table: dict[str, Any]) -> str:
+def paired_turn_ratios(results: list[BenchResult], baseline: str = BASELINE) -> dict[str, Any]:
+    """Follow-up scenario: per turn, TTFT p50 and p99 over the baseline's, paired pass by
+    pass like :func:`paired_ratios` (the goal is <= 1 at every turn)."""
+    out: dict[str, Any] = {}
+    for label, scenario, level, base_level in _against_baseline(results, baseline):
+        turns = []
+        for turn in range(1, turn_count(level.repetitions) + 1):
+            row: dict[str, Any] = {"turn": turn}
+            for name in TURN_RATIO_FIELDS:
+                pr = paired_ratio(level, base_level, name, turn=turn)
+                row[name] = pr.to_dict() if pr else None
+            turns.append(row)
+        if turns:
+            rows = out.setdefault(label, {}).setdefault(scenario, [])
+            rows.append({"concurrency": level.concurrency, "turns": turns})
+    return out
+
+
+def turn_table(table: dict[str, Any], baseline: str = BASELINE) -> str:
+    """The per-turn TTFT ratios of :func:`paired_turn_ratios` as text."""
     lines = [
-        f"tokens/s over {BASELINE}'s, pass by pass (median, 90% bootstrap interval, "
+        f"follow-up TTFT over {baseline}'s per turn, pass by pass "
+        "(median [90% interval]; <= 1 is the goal)"
+    ]
+    for label, scenarios in table.items():
+        for scenario, rows in scenarios.items():
+            for row in rows:
+                for turn in row["turns"]:
+                    cells = []
+                    for name in TURN_RATIO_FIELDS:
+                        pr = turn[name]
+                        lo, hi = pr["interval"] if pr else (math.nan, math.nan)
+                        mid = pr["median"] if pr else math.nan
+                        cells.append(f"{name[-3:]} {mid:5.2f} [{lo:.2f}, {hi:.2f}]")
+                    lines.append(
+                        f"{label:<18} {scenario:<10} t{turn['turn']} {row['concurrency']:>4}  "
+                        + "   ".join(cells)
+                    )
+    return "\n".join(lines)
+
+
+def paired_table(table: dict[str, Any], baseline: str = BASELINE) -> str:
+    lines = [
+        f"tokens/s over {baseline}'s, pass by pass (median, 90% bootstrap interval, "
         "share of passes >= 1)"
     ]
     for label, scenarios in table.items():
@@ -97,6 +152,13 @@ def ratio_table(table: dict[str, Any]) -> str:
                     f"{label:<18} {scenario:<14} {row['concurrency']:>4} "
                     + " ".join(f"{c:>7}" for c in cells)
                 )
+                for turn in row.get("turns", []):
+                    ttft = ["-" if turn[k] is None else f"{turn[k]:.2f}" for k in TURN_RATIO_FIELDS]
+                    name = f"{scenario[:10]} t{turn['turn']}"
+                    lines.append(
+                        f"{label:<18} {name:<14} {row['concurrency']:>4} {'-':>7} "
+                        + " ".join(f"{c:>7}" for c in ttft)
+                    )
     return "\n".join(lines)
 
 

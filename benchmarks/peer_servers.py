@@ -40,6 +40,11 @@ class ServerSpec:
     bench_overrides: dict[str, Any] = field(default_factory=dict)
     note: str = ""
     cwd: Path = ROOT
+    extra_flags: list[str] = field(default_factory=list)
+    """Appended to the command line (``peer_compare --ours-flags "..."`` and the like)."""
+
+    def command(self, knobs: Knobs, port: int) -> list[str]:
+        return self.argv(knobs, port) + self.extra_flags
 
 
 def ours_in(tree: Path) -> Callable[[Knobs, int], list[str]]:
@@ -137,7 +142,7 @@ def started(
     spec: ServerSpec, knobs: Knobs, log_path: Path, timeout_s: float
 ) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     port = free_port()
-    argv = spec.argv(knobs, port)
+    argv = spec.command(knobs, port)
     url = f"http://127.0.0.1:{port}"
     with log_path.open("wb") as log:
         log.write((" ".join(argv) + "\n").encode())

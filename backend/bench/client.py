@@ -12,21 +12,34 @@ from backend.bench.config import BenchConfig
 from backend.bench.results import RequestRecord
 
 
-def build_body(config: BenchConfig, model: str | None, system: str, prompt: str) -> dict[str, Any]:
-    """The JSON body of one streaming request with a fixed output length."""
+def build_body(
+    config: BenchConfig,
+    model: str | None,
+    prompt: str,
+    *,
+    system: str = "",
+    history: list[dict[str, str]] | None = None,
+    max_tokens: int | None = None,
+    ignore_eos: bool | None = None,
+    chat: bool | None = None,
+) -> dict[str, Any]:
+    """The JSON body of one streaming request, by default with ``config``'s fixed output
+    length. ``chat`` (default: ``config.endpoint``) sends ``messages``: ``system``, then
+    ``history`` (earlier turns), then ``prompt`` as the user's message."""
     body: dict[str, Any] = {
-        "max_tokens": config.max_tokens,
+        "max_tokens": config.max_tokens if max_tokens is None else max_tokens,
         "temperature": config.temperature,
         "stream": True,
     }
     if model:
         body["model"] = model
-    if config.ignore_eos:
+    if config.ignore_eos if ignore_eos is None else ignore_eos:
         body["ignore_eos"] = True
     if config.stream_usage:
         body["stream_options"] = {"include_usage": True}
-    if config.endpoint == "chat":
+    if config.endpoint == "chat" if chat is None else chat:
         messages = [{"role": "system", "content": system}] if system else []
+        messages.extend(history or [])
         messages.append({"role": "user", "content": prompt})
         body["messages"] = messages
     else:
@@ -35,8 +48,8 @@ def build_body(config: BenchConfig, model: str | None, system: str, prompt: str)
     return body
 
 
-def endpoint_path(config: BenchConfig) -> str:
-    return "/chat/completions" if config.endpoint == "chat" else "/completions"
+def endpoint_path(chat: bool) -> str:
+    return "/chat/completions" if chat else "/completions"
 
 
 def _content_of(chunk: dict[str, Any], chat: bool) -> str:
@@ -60,18 +73,20 @@ def _error_text(status: int, raw: bytes) -> str:
 
 
 async def stream_request(
-    client: httpx.AsyncClient, config: BenchConfig, key: str, body: dict[str, Any]
+    client: httpx.AsyncClient, key: str, body: dict[str, Any]
 ) -> RequestRecord:
-    """Send ``body`` and time it: TTFT is request start to the first non-empty content chunk.
+    """Send ``body`` (to the chat API when it has ``messages``) and time it: TTFT is request
+    start to the first non-empty content chunk.
 
     Tokens are taken from ``usage.completion_tokens`` when the server streams it, else
     the content chunks are counted. Errors are recorded on the result, not raised.
     """
-    chat = config.endpoint == "chat"
+    chat = "messages" in body
     record = RequestRecord(key=key, start=time.perf_counter(), end=0.0)
     chunks = 0
+    pieces: list[str] = []
     try:
-        async with client.stream("POST", endpoint_path(config), json=body) as response:
+        async with client.stream("POST", endpoint_path(chat), json=body) as response:
             if response.status_code != 200:
                 record.error = _error_text(response.status_code, await response.aread())
                 return record
@@ -91,7 +106,8 @@ async def stream_request(
                     err = chunk["error"]
                     record.error = str(err.get("message", err) if isinstance(err, dict) else err)
                     return record
-                if _content_of(chunk, chat):
+                if content := _content_of(chunk, chat):
+                    pieces.append(content)
                     chunks += 1
                     record.chunk_times.append(now)
                     if record.first_token is None:
@@ -109,6 +125,7 @@ async def stream_request(
         record.error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
     finally:
         record.end = time.perf_counter()
+        record.text = "".join(pieces)
     if not record.tokens_from_usage:
         record.completion_tokens = chunks
     return record

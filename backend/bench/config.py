@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from backend.bench.errors import BenchError
+from backend.bench.scenario_names import EDIT, EXTRA, FOLLOW_UP, PLAIN, SHARED_PREFIX, STORY
 
 Endpoint = Literal["completions", "chat"]
 
@@ -36,6 +37,19 @@ class BenchConfig:
     """Length of the shared system prompt of the prefix scenario; 0 skips that scenario."""
     include_plain: bool = True
     """Also run the scenario without a shared prefix."""
+    extra_scenarios: tuple[str, ...] = ()
+    """Scenarios run after those two, any of ``follow-up``, ``edit`` and ``story``
+    (``backend.bench.scenario_names``)."""
+    turns: int = 4
+    """``follow-up``: turns of each conversation."""
+    turn_tokens: int = 50
+    """``follow-up``: length of each user message, in approximate tokens."""
+    edit_code_tokens: int = 400
+    """``edit``: length of the code file in the prompt, in approximate tokens."""
+    edit_max_tokens: int = 480
+    """``edit``: output cap; the answer ends where the model stops (no ``ignore_eos``)."""
+    story_max_tokens: int = 256
+    """``story``: fixed output length."""
     fresh_prefix_per_repetition: bool = True
     """A new shared prefix for every repetition, so each one starts with the prefix uncached."""
     warmup: bool = True
@@ -61,11 +75,19 @@ class BenchConfig:
             "prompt_tokens": (self.prompt_tokens, 1),
             "max_tokens": (self.max_tokens, 1),
             "shared_prefix_tokens": (self.shared_prefix_tokens, 0),
+            "turns": (self.turns, 1),
+            "turn_tokens": (self.turn_tokens, 1),
+            "edit_code_tokens": (self.edit_code_tokens, 50),
+            "edit_max_tokens": (self.edit_max_tokens, 1),
+            "story_max_tokens": (self.story_max_tokens, 1),
         }
         for name, (value, low) in checks.items():
             if value < low:
                 raise BenchError(f"{name} must be >= {low}, got {value}")
-        if not self.include_plain and self.shared_prefix_tokens == 0:
+        unknown = [s for s in self.extra_scenarios if s not in EXTRA]
+        if unknown:
+            raise BenchError(f"unknown scenario(s) {unknown}; extra ones: {', '.join(EXTRA)}")
+        if not self.scenarios():
             raise BenchError("nothing to run: no plain scenario and no shared prefix")
 
     @property
@@ -78,13 +100,43 @@ class BenchConfig:
         """``(name, shared_prefix_tokens)`` of each scenario, in run order."""
         out: list[tuple[str, int]] = []
         if self.include_plain:
-            out.append(("plain", 0))
+            out.append((PLAIN, 0))
         if self.shared_prefix_tokens > 0:
-            out.append(("shared-prefix", self.shared_prefix_tokens))
+            out.append((SHARED_PREFIX, self.shared_prefix_tokens))
+        out.extend((name, 0) for name in dict.fromkeys(self.extra_scenarios))
         return out
+
+    def only(self, name: str) -> BenchConfig:
+        """This config reduced to the one scenario ``name`` (one of :meth:`scenarios`)."""
+        return dataclasses.replace(
+            self,
+            include_plain=name == PLAIN,
+            shared_prefix_tokens=self.shared_prefix_tokens if name == SHARED_PREFIX else 0,
+            extra_scenarios=(name,) if name in EXTRA else (),
+        )
+
+    def fixed_tokens(self, name: str) -> int | None:
+        """The output length every request of scenario ``name`` should reach; ``None`` where
+        the model decides (``edit``)."""
+        if name == EDIT:
+            return None
+        return self.story_max_tokens if name == STORY else self.max_tokens
+
+    def request_tokens_max(self) -> int:
+        """The most KV cells one request of the selected scenarios holds (prompt and output),
+        with room for chat templates: what each server slot needs."""
+        need = {
+            PLAIN: self.prompt_tokens + self.max_tokens,
+            SHARED_PREFIX: self.shared_prefix_tokens + self.prompt_tokens + self.max_tokens,
+            FOLLOW_UP: self.turns * (self.turn_tokens + self.max_tokens + 16),
+            EDIT: self.edit_code_tokens * 6 // 5 + 80 + self.edit_max_tokens,
+            STORY: 48 + self.story_max_tokens,
+        }
+        return max(need[name] for name, _ in self.scenarios()) + 32
 
     def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
         data["concurrency"] = list(self.concurrency)
+        data["extra_scenarios"] = list(self.extra_scenarios)
         data["api_key"] = "***" if self.api_key else None
         return data

@@ -8,11 +8,13 @@ sure a "≥ 1.0" is; a ratio of two medians says less.
 
 from __future__ import annotations
 
+import math
 import random
 import statistics
 from dataclasses import dataclass
 
-from backend.bench.results import LevelResult
+from backend.bench.results import LevelResult, RepetitionResult
+from backend.bench.turns import turn_value
 
 BOOTSTRAP_SAMPLES = 2000
 
@@ -52,11 +54,20 @@ def bootstrap_median_interval(
     return lo, hi
 
 
-def paired_ratio(a: LevelResult, b: LevelResult, field: str = "tokens_per_s") -> PairedRatio | None:
-    """``a``'s repetitions over ``b``'s, paired by position; None without valid pairs."""
+def _figure(rep: RepetitionResult, field: str, turn: int | None) -> float | None:
+    value = getattr(rep, field) if turn is None else turn_value(rep, f"turn_{field}", turn)
+    return None if value is None or math.isnan(value) else float(value)
+
+
+def paired_ratio(
+    a: LevelResult, b: LevelResult, field: str = "tokens_per_s", turn: int | None = None
+) -> PairedRatio | None:
+    """``a``'s repetitions over ``b``'s, paired by position; None without valid pairs.
+    With ``turn``, ``field`` is a per-turn figure of the follow-up scenario
+    (``ttft_ms_p50`` reads ``turn_ttft_ms_p50[turn - 1]``)."""
     ratios = []
     for ra, rb in zip(a.repetitions, b.repetitions, strict=False):
-        x, y = getattr(ra, field), getattr(rb, field)
+        x, y = _figure(ra, field, turn), _figure(rb, field, turn)
         if x is not None and y:
             ratios.append(x / y)
     if not ratios:

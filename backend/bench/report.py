@@ -10,7 +10,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from backend.bench.results import BenchResult
+from backend.bench.results import BenchResult, LevelResult
+from backend.bench.stats import median
 
 
 def write_json_atomic(data: Any, path: Path) -> Path:
@@ -37,6 +38,28 @@ def _fmt(value: float, digits: int = 1) -> str:
     return "-" if math.isnan(value) else f"{value:.{digits}f}"
 
 
+def _num(value: float | None, digits: int = 0) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def _turn_rows(label: str, scenario: str, level: LevelResult) -> list[str]:
+    """``follow-up``: one row per turn with its TTFT (and the mean prompt length in the
+    tok/s column's place, marked ``p=``); ``edit``: the answers' similarity to the file."""
+    rows = []
+    for turn in level.turns():
+        name = f"{scenario[:10]} t{turn['turn']}"
+        prompt = f"p={_num(turn['prompt_tokens_mean'])}"
+        rows.append(
+            f"{label[:18]:<18} {name:<14} {level.concurrency:>4} {prompt:>8} {'':>6} "
+            f"{_num(turn['ttft_ms_p50']):>9} {_num(turn['ttft_ms_p99']):>9}"
+        )
+    similar = [r.output_similarity for r in level.repetitions if r.output_similarity is not None]
+    if similar:
+        share = median(similar)
+        rows.append(f"{'':<18} {'':<14} {'':>4} answers match the expected file: {share:.0%}")
+    return rows
+
+
 def format_table(results: Sequence[BenchResult]) -> str:
     """Medians per server, scenario and concurrency, as an aligned text table."""
     header = (
@@ -56,5 +79,6 @@ def format_table(results: Sequence[BenchResult]) -> str:
                     f"{_fmt(level.itl_ms_p50):>8} {_fmt(level.itl_ms_p99):>8} "
                     f"{errors:>4} {early:>5}"
                 )
+                lines.extend(_turn_rows(result.label, scenario.name, level))
     lines.append("(medians over repetitions; latencies in ms)")
     return "\n".join(lines)

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from backend.bench.stats import median, percentile
+from backend.bench.turns import TURN_FIELDS, turn_figures, turn_medians
 
 
 @dataclass
@@ -25,6 +26,14 @@ class RequestRecord:
     tokens_from_usage: bool = False
     finish_reason: str | None = None
     error: str | None = None
+    text: str = ""
+    """The streamed content (a follow-up turn sends it back as the assistant's message)."""
+    turn: int | None = None
+    """Turn of its conversation (1-based) in the ``follow-up`` scenario."""
+    expected_tokens: int | None = None
+    """The fixed output length asked for; ``None`` when the model may stop when it likes."""
+    similarity: float | None = None
+    """``edit``: share of the expected file's lines the answer has right (1.0: exact)."""
 
     @property
     def ok(self) -> bool:
@@ -63,11 +72,17 @@ class RepetitionResult:
     itl_ms_p99: float
     tokens_from_usage: bool
     first_error: str | None = None
+    turn_ttft_ms_p50: list[float] = field(default_factory=list)
+    """``follow-up``: TTFT p50 of turn 1, 2, ... (empty in other scenarios)."""
+    turn_ttft_ms_p99: list[float] = field(default_factory=list)
+    turn_prompt_tokens_mean: list[float] = field(default_factory=list)
+    output_similarity: float | None = None
+    """``edit``: mean share of the expected file's lines that the answers got right."""
 
     @classmethod
-    def from_records(
-        cls, repetition: int, records: list[RequestRecord], max_tokens: int
-    ) -> RepetitionResult:
+    def from_records(cls, repetition: int, records: list[RequestRecord]) -> RepetitionResult:
+        """Figures of one wave; an early stop is an answer shorter than the fixed length
+        its request asked for (``RequestRecord.expected_tokens``)."""
         ok = [r for r in records if r.ok]
         errors = [r for r in records if not r.ok]
         wall = max(r.end for r in records) - min(r.start for r in records) if records else 0.0
@@ -75,11 +90,13 @@ class RepetitionResult:
         ttfts = [r.ttft_s * 1000.0 for r in ok if r.ttft_s is not None]
         gaps = [g * 1000.0 for r in ok for g in r.inter_token_gaps()]
         prompts = [r.prompt_tokens for r in ok if r.prompt_tokens is not None]
+        similar = [r.similarity for r in ok if r.similarity is not None]
+        early = [r for r in ok if r.expected_tokens and r.completion_tokens < r.expected_tokens]
         return cls(
             repetition=repetition,
             requests=len(records),
             errors=len(errors),
-            early_stops=sum(1 for r in ok if r.completion_tokens < max_tokens),
+            early_stops=len(early),
             wall_s=wall,
             generated_tokens=generated,
             prompt_tokens_mean=(sum(prompts) / len(prompts)) if prompts else None,
@@ -91,10 +108,19 @@ class RepetitionResult:
             itl_ms_p99=percentile(gaps, 99),
             tokens_from_usage=bool(ok) and all(r.tokens_from_usage for r in ok),
             first_error=errors[0].error if errors else None,
+            output_similarity=sum(similar) / len(similar) if similar else None,
+            **turn_figures(records),
         )
 
     def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
+        for name in TURN_FIELDS:  # only follow-up waves have turns
+            if data[name]:
+                data[name] = [_clean(v) for v in data[name]]
+            else:
+                del data[name]
+        if data["output_similarity"] is None:
+            del data["output_similarity"]
         return {k: (_clean(v) if isinstance(v, float) else v) for k, v in data.items()}
 
 
@@ -147,10 +173,22 @@ class LevelResult:
     def medians(self) -> dict[str, float | None]:
         return {name: _clean(self.median_of(name)) for name in MEDIAN_FIELDS}
 
+    def turns(self) -> list[dict[str, Any]]:
+        """``follow-up``: per turn, medians over repetitions of its TTFT p50/p99 and prompt
+        length; empty for other scenarios."""
+        return turn_medians(self.repetitions)
+
     def to_dict(self) -> dict[str, Any]:
+        extra: dict[str, Any] = {}
+        if turns := self.turns():
+            extra["turns"] = turns
+        similar = [r.output_similarity for r in self.repetitions if r.output_similarity is not None]
+        if similar:
+            extra["output_similarity"] = _clean(median(similar))
         return {
             "concurrency": self.concurrency,
             "median": self.medians(),
+            **extra,
             "requests": sum(r.requests for r in self.repetitions),
             "errors": sum(r.errors for r in self.repetitions),
             "early_stops": sum(r.early_stops for r in self.repetitions),
@@ -161,7 +199,7 @@ class LevelResult:
 
 @dataclass
 class ScenarioResult:
-    """All concurrency levels of one scenario (``plain`` or ``shared-prefix``)."""
+    """All concurrency levels of one scenario (``backend.bench.scenario_names``)."""
 
     name: str
     shared_prefix_tokens: int
@@ -248,4 +286,7 @@ _FLOAT_FIELDS = {
 
 def _nan_for_none(row: dict[str, Any]) -> dict[str, Any]:
     """JSON stores NaN figures as null; turn them back into NaN."""
-    return {k: (math.nan if v is None and k in _FLOAT_FIELDS else v) for k, v in row.items()}
+    out = {k: (math.nan if v is None and k in _FLOAT_FIELDS else v) for k, v in row.items()}
+    for name in TURN_FIELDS:
+        out[name] = [math.nan if v is None else v for v in row.get(name, [])]
+    return out

@@ -19,10 +19,10 @@ from typing import Any
 
 import httpx
 
-from backend.bench.client import build_body, stream_request
+from backend.bench.client import stream_request
 from backend.bench.config import BenchConfig
 from backend.bench.errors import BenchCancelled, BenchError
-from backend.bench.prompts import request_prompt, shared_prefix
+from backend.bench.prompts import shared_prefix
 from backend.bench.results import (
     BenchResult,
     LevelResult,
@@ -30,6 +30,7 @@ from backend.bench.results import (
     RequestRecord,
     ScenarioResult,
 )
+from backend.bench.sessions import Session
 
 log = logging.getLogger(__name__)
 
@@ -125,7 +126,7 @@ class _Run:
             top = max(config.concurrency)
             self.report("warmup", f"{name}: warm-up wave at concurrency {top}")
             prefix = shared_prefix(prefix_tokens, f"{config.seed}:{name}:warmup")
-            records = await self._wave(client, model, top, 1, prefix)
+            records = await self._wave(client, Session(config, model, name, prefix), top, 1)
             failed = [r for r in records if not r.ok]
             if len(failed) == len(records):
                 raise BenchError(f"every warm-up request failed: {failed[0].error}")
@@ -135,11 +136,9 @@ class _Run:
                 tag = f"{config.seed}:{name}"
                 if config.fresh_prefix_per_repetition:
                     tag += f":c{concurrency}:r{rep}"
-                prefix = shared_prefix(prefix_tokens, tag)
-                records = await self._wave(
-                    client, model, concurrency, config.requests_per_client, prefix
-                )
-                rep_result = RepetitionResult.from_records(rep, records, config.max_tokens)
+                session = Session(config, model, name, shared_prefix(prefix_tokens, tag))
+                records = await self._wave(client, session, concurrency, config.requests_per_client)
+                rep_result = RepetitionResult.from_records(rep, records)
                 if rep_result.errors == rep_result.requests:
                     raise BenchError(
                         f"every request failed at concurrency {concurrency}: "
@@ -158,22 +157,19 @@ class _Run:
         return scenario
 
     async def _wave(
-        self,
-        client: httpx.AsyncClient,
-        model: str | None,
-        concurrency: int,
-        per_client: int,
-        prefix: str,
+        self, client: httpx.AsyncClient, session: Session, concurrency: int, per_client: int
     ) -> list[RequestRecord]:
-        """``concurrency`` clients each send ``per_client`` requests back to back."""
+        """``concurrency`` clients each run ``per_client`` sessions (a request, or a
+        follow-up conversation) back to back."""
         records: list[RequestRecord] = []
 
+        async def send(key: str, body: dict[str, Any]) -> RequestRecord:
+            return await stream_request(client, key, body)
+
         async def one_client() -> None:
-            for _ in range(per_client):
+            for _ in range(session.per_client(per_client)):
                 key = f"{self.config.seed}:{next(self.counter)}"
-                prompt = request_prompt(self.config.prompt_tokens, key)
-                body = build_body(self.config, model, prefix, prompt)
-                records.append(await stream_request(client, self.config, key, body))
+                records.extend(await session.run(key, send))
 
         wave: asyncio.Future[list[None]] = asyncio.gather(
             *(one_client() for _ in range(concurrency))
@@ -205,12 +201,14 @@ def _notes(result: BenchResult, config: BenchConfig) -> list[str]:
     reps = [r for s in result.scenarios for lv in s.levels for r in lv.repetitions]
     if reps and not all(r.tokens_from_usage for r in reps):
         notes.append("the server did not stream usage; tokens were counted as content chunks")
-    early = sum(r.early_stops for r in reps)
-    if early:
-        notes.append(
-            f"{early} requests stopped before max_tokens={config.max_tokens} "
-            "(ignore_eos not honoured?); throughput counts the tokens actually generated"
-        )
+    for scenario in result.scenarios:
+        early = sum(r.early_stops for lv in scenario.levels for r in lv.repetitions)
+        if early:
+            notes.append(
+                f"{early} {scenario.name} requests stopped before "
+                f"max_tokens={config.fixed_tokens(scenario.name)} (ignore_eos not honoured?); "
+                "throughput counts the tokens actually generated"
+            )
     errors = sum(r.errors for r in reps)
     if errors:
         first = next(r.first_error for r in reps if r.first_error)

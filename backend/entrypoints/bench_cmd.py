@@ -12,12 +12,14 @@ from typing import Any
 
 from backend.bench import (
     BenchConfig,
+    BenchError,
     BenchProgress,
     format_table,
     run_benchmark,
     write_plot,
     write_results_json,
 )
+from backend.bench.scenario_names import ALL, DEFAULT, EXTRA, PLAIN, SHARED_PREFIX, parse_scenarios
 from backend.jobs.job_session import JobSession, add_progress_jsonl_option
 from backend.jobs.progress import Progress
 from backend.settings.flags import positive_int
@@ -33,12 +35,68 @@ def _levels(text: str) -> tuple[int, ...]:
     return levels
 
 
+def _scenarios(text: str) -> tuple[str, ...]:
+    try:
+        return parse_scenarios(text)
+    except BenchError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
+
+
+def _default(name: str) -> Any:
+    return BenchConfig.__dataclass_fields__[name].default
+
+
+def add_scenario_options(parser: argparse.ArgumentParser) -> None:
+    """``--scenarios`` and the knobs of the follow-up, edit and story scenarios (shared with
+    ``benchmarks/peer_compare.py``)."""
+    parser.add_argument(
+        "--scenarios",
+        type=_scenarios,
+        default=DEFAULT,
+        metavar="LIST",
+        help=f"comma-separated, from {','.join(ALL)} or 'all' (default "
+        f"{','.join(DEFAULT)}; 'prefix' = shared-prefix). follow-up: each client holds one "
+        "chat conversation of --turns turns, each resending the answers it got plus "
+        "--turn-tokens new user tokens, TTFT reported per turn (always /v1/chat/completions). "
+        "edit: a --edit-code-tokens Python file comes back with one method renamed; greedy, "
+        "no ignore_eos (the model ends the answer), output capped at --edit-max-tokens. "
+        "story: a short prompt, --story-max-tokens of output. --no-plain and "
+        "--shared-prefix-tokens 0 still drop those two",
+    )
+    for flag, name, text in (
+        ("--turns", "turns", "follow-up: turns per conversation"),
+        ("--turn-tokens", "turn_tokens", "follow-up: new user tokens per turn"),
+        ("--edit-code-tokens", "edit_code_tokens", "edit: size of the code file"),
+        ("--edit-max-tokens", "edit_max_tokens", "edit: output cap"),
+        ("--story-max-tokens", "story_max_tokens", "story: fixed output length"),
+    ):
+        default = _default(name)
+        parser.add_argument(flag, type=positive_int, default=default, help=f"{text} ({default})")
+
+
+def scenario_fields(args: argparse.Namespace) -> dict[str, Any]:
+    """The :class:`BenchConfig` fields chosen by :func:`add_scenario_options` (and the
+    older ``--no-plain``/``--shared-prefix-tokens``)."""
+    names: tuple[str, ...] = args.scenarios
+    return {
+        "include_plain": PLAIN in names and not args.no_plain,
+        "shared_prefix_tokens": args.shared_prefix_tokens if SHARED_PREFIX in names else 0,
+        "extra_scenarios": tuple(n for n in names if n in EXTRA),
+        "turns": args.turns,
+        "turn_tokens": args.turn_tokens,
+        "edit_code_tokens": args.edit_code_tokens,
+        "edit_max_tokens": args.edit_max_tokens,
+        "story_max_tokens": args.story_max_tokens,
+    }
+
+
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "bench",
         help="benchmark an OpenAI-compatible server (tokens/s, TTFT, inter-token latency)",
         description="Stream fixed-length requests at several concurrency levels, with and "
-        "without a shared system prompt; write medians as JSON and a PNG plot.",
+        "without a shared system prompt (and, with --scenarios, multi-turn chat follow-ups, "
+        "a code edit and a story); write medians as JSON and a PNG plot.",
     )
     parser.add_argument("url", help="server root, e.g. http://127.0.0.1:8080")
     parser.add_argument(
@@ -87,6 +145,7 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="don't send ignore_eos (servers that reject it); early stops are reported",
     )
+    add_scenario_options(parser)
     parser.add_argument("--no-warmup", action="store_true", help="skip the warm-up wave")
     parser.add_argument("--api-key", default=None, help="Bearer token")
     parser.add_argument("--model", default=None, help="model id (default: first of /v1/models)")
@@ -113,11 +172,10 @@ def config_from_args(args: argparse.Namespace) -> BenchConfig:
         requests_per_client=args.requests_per_client,
         prompt_tokens=args.prompt_tokens,
         max_tokens=args.max_tokens,
-        shared_prefix_tokens=args.shared_prefix_tokens,
-        include_plain=not args.no_plain,
         fresh_prefix_per_repetition=not args.warm_prefix,
         warmup=not args.no_warmup,
         ignore_eos=not args.no_ignore_eos,
+        **scenario_fields(args),
     )
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -16,12 +16,17 @@ from typing import Any
 @dataclass
 class StreamServerOptions:
     first_token_delay_s: float = 0.03
+    prefill_s_per_word: float = 0.0
+    """Extra time to first token per prompt word: a server without a prompt cache."""
     token_delay_s: float = 0.004
     send_usage: bool = True
     honour_ignore_eos: bool = True
     natural_stop_after: int = 5
     api_key: str | None = None
     model_id: str = "tiny-test-model"
+    answer: Callable[[str], list[str]] | None = None
+    """Content pieces to stream for a prompt (chat: the messages' contents joined by spaces),
+    cut at max_tokens and, with ignore_eos honoured, padded to it; None: " t0", " t1", ..."""
 
 
 @dataclass
@@ -72,18 +77,20 @@ def _handler(state: StreamServerState) -> type[BaseHTTPRequestHandler]:
             if self.path not in ("/v1/completions", "/v1/chat/completions"):
                 self._json(404, {"error": {"message": "not found"}})
                 return
+            prompt = " ".join(m["content"] for m in body["messages"]) if chat else body["prompt"]
             n = int(body["max_tokens"])
-            if not (opts.honour_ignore_eos and body.get("ignore_eos")):
-                n = min(n, opts.natural_stop_after)
+            forced = opts.honour_ignore_eos and body.get("ignore_eos")
+            pieces = opts.answer(prompt)[:n] if opts.answer else []
+            if not forced:
+                n = len(pieces) if opts.answer else min(n, opts.natural_stop_after)
+            pieces += [f" t{i}" for i in range(len(pieces), n)]
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
             self.end_headers()
-            prompt = " ".join(m["content"] for m in body["messages"]) if chat else body["prompt"]
-            time.sleep(opts.first_token_delay_s)
-            for i in range(n):
+            time.sleep(opts.first_token_delay_s + opts.prefill_s_per_word * len(prompt.split()))
+            for i, piece in enumerate(pieces):
                 if i:
                     time.sleep(opts.token_delay_s)
-                piece = f" t{i}"
                 choice: dict[str, Any] = (
                     {"index": 0, "delta": {"content": piece}, "finish_reason": None}
                     if chat

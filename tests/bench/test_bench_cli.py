@@ -94,3 +94,50 @@ def test_bench_cli_rejects_bad_concurrency(capsys: pytest.CaptureFixture[str]) -
         main(["bench", "http://127.0.0.1:1", "--concurrency", "1,x"])
     assert exc.value.code == 2
     assert "1,4,8,16" in capsys.readouterr().err
+
+
+def test_bench_cli_new_scenarios(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with stream_server() as (url, state):
+        code = main(
+            [
+                "bench",
+                url,
+                "--concurrency",
+                "2",
+                "--reps",
+                "1",
+                "--max-tokens",
+                "3",
+                "--scenarios",
+                "follow-up,edit,story",
+                "--turns",
+                "2",
+                "--turn-tokens",
+                "5",
+                "--edit-max-tokens",
+                "7",
+                "--story-max-tokens",
+                "6",
+                "--no-warmup",
+                "--out",
+                str(tmp_path),
+            ]
+        )
+    captured = capsys.readouterr()
+    assert code == 0
+    assert "follow-up t2" in captured.out and "story" in captured.out
+    saved = json.loads(next(tmp_path.glob("*.json")).read_text())["results"][0]
+    assert [s["name"] for s in saved["scenarios"]] == ["follow-up", "edit", "story"]
+    assert saved["config"]["extra_scenarios"] == ["follow-up", "edit", "story"]
+    follow_up = saved["scenarios"][0]["levels"][0]
+    assert [t["turn"] for t in follow_up["turns"]] == [1, 2]
+    # 2 conversations x 2 turns, then 2 clients x 2 requests of edit and of story
+    assert len(state.bodies) == 4 + 4 + 4
+    assert [b["max_tokens"] for b in state.bodies[4:]] == [7] * 4 + [6] * 4
+
+
+def test_bench_cli_rejects_unknown_scenario(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["bench", "http://127.0.0.1:1", "--scenarios", "plain,nope"])
+    assert exc.value.code == 2
+    assert "follow-up" in capsys.readouterr().err

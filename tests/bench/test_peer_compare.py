@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from backend.bench import BenchConfig, BenchResult, run_benchmark
-from benchmarks import peer_compare, peer_ratios, peer_servers
+from benchmarks import peer_args, peer_compare, peer_ratios, peer_servers
 
 from .stream_server import StreamServerOptions, stream_server
 
@@ -67,3 +67,66 @@ def test_free_port_and_ctx_defaults() -> None:
     assert args.concurrency == "1,4,8,16" and args.reps == 3
     with pytest.raises(SystemExit):
         peer_compare.parse_args(["--reps", "x"])
+
+
+def _follow_up(label: str, first_token_delay_s: float) -> BenchResult:
+    config = BenchConfig(
+        url="http://127.0.0.1:1",
+        label=label,
+        concurrency=(1,),
+        repetitions=3,
+        max_tokens=3,
+        include_plain=False,
+        shared_prefix_tokens=0,
+        extra_scenarios=("follow-up",),
+        turns=2,
+        turn_tokens=5,
+        warmup=False,
+    )
+    opts = StreamServerOptions(first_token_delay_s=first_token_delay_s, token_delay_s=0.001)
+    with stream_server(opts) as (url, _state):
+        return run_benchmark(replace(config, url=url))
+
+
+def test_follow_up_ratios_per_turn() -> None:
+    fast = _follow_up("llama-server", first_token_delay_s=0.02)
+    slow = _follow_up("ours", first_token_delay_s=0.1)
+    table = peer_ratios.ratios([slow, fast])
+    (row,) = table["ours"]["follow-up"]
+    assert [t["turn"] for t in row["turns"]] == [1, 2]
+    # 5x the time to first token (loose: a busy machine stretches the short sleeps most)
+    assert all(2.0 < t["ttft_ms_p50"] < 6.0 for t in row["turns"])
+    paired = peer_ratios.paired_turn_ratios([slow, fast])
+    (prow,) = paired["ours"]["follow-up"]
+    for turn in prow["turns"]:
+        assert len(turn["ttft_ms_p99"]["ratios"]) == 3
+        assert 2.0 < turn["ttft_ms_p50"]["median"] < 6.0
+    text = peer_ratios.turn_table(paired)
+    assert "ours" in text and " t2 " in text
+    assert "follow-up t2" in peer_ratios.ratio_table(table)
+    assert peer_ratios.paired_turn_ratios([slow]) == {}
+
+
+def test_server_flags_and_scenarios_from_the_command_line(tmp_path: Path) -> None:
+    args = peer_compare.parse_args(
+        [
+            "--servers",
+            "ours,ours-b,llama-server",
+            "--ours-flags",
+            "--spec-type ngram-simple --spec-draft-n-max 16",
+            "--ours-b-flags=--kv-unified",
+            "--llama-server-flags",
+            "--spec-type ngram-simple",
+            "--scenarios",
+            "edit,follow-up",
+        ]
+    )
+    assert args.scenarios == ("edit", "follow-up")
+    specs = peer_args.server_specs(args, tmp_path / "m.gguf")
+    knobs = peer_servers.Knobs(tmp_path / "m.gguf", 2, 4, 4096, 512, 512)
+    ours = specs["ours"].command(knobs, 8080)
+    assert ours[-4:] == ["--spec-type", "ngram-simple", "--spec-draft-n-max", "16"]
+    assert specs["ours-b"].command(knobs, 8080)[-1] == "--kv-unified"
+    assert specs["ours-b"].command(knobs, 8080)[:-1] == specs["ours"].argv(knobs, 8080)
+    assert specs["llama-server"].command(knobs, 8080)[-2:] == ["--spec-type", "ngram-simple"]
+    assert specs["llama-cpp-python"].extra_flags == []

@@ -45,3 +45,18 @@ def test_prompt_lengths_match_a_real_tokenizer(smollm2_path: object) -> None:
         assert 62 <= n <= 66
     n = len(llm.tokenize(shared_prefix(1000, "x").encode(), add_bos=False))
     assert 990 <= n <= 1010
+
+
+def test_code_file_size_with_a_real_tokenizer(smollm2_path: object) -> None:
+    """The edit scenario's file is about 400 SmolLM2 tokens, whatever the key picks."""
+    import llama_cpp
+
+    from backend.bench.task_prompts import code_file
+
+    llm = llama_cpp.Llama(str(smollm2_path), vocab_only=True, verbose=False)
+    sizes = [
+        len(llm.tokenize(code_file(400, str(k)).code.encode(), add_bos=False)) for k in range(12)
+    ]
+    assert all(360 <= n <= 440 for n in sizes), sizes
+    assert len({code_file(400, str(k)).code for k in range(12)}) == 12
+    assert code_file(400, "a") == code_file(400, "a")
