@@ -10,11 +10,13 @@ from __future__ import annotations
 import os
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 CacheType = Literal["f32", "f16", "bf16", "q8_0", "q5_1", "q5_0", "q4_1", "q4_0", "iq4_nl"]
 FlashAttn = Literal["auto", "on", "off"]
+# llama-server's --spec-type names that QuantDesk implements
+SPEC_TYPES = ("none", "ngram-simple", "draft-simple")
 
 
 def _default_threads() -> int:
@@ -132,7 +134,99 @@ class ServingKnobs(BaseModel):
         return self.parallel + (self.prefix_cache_entries if self.kv_unified else 0)
 
 
-class EngineSettings(BaseSettings, ServingKnobs):
+class SpeculativeKnobs(BaseModel):
+    """Speculative decoding, with llama-server's flags: drafts from n-gram lookup in the prompt
+    and output so far (``ngram-simple``) and/or from a small draft model (``draft-simple``),
+    verified by the served model so that the output is what it would have been without them."""
+
+    spec_type: str = Field(
+        default="none",
+        description=(
+            "Comma-separated speculative decoding types: none, ngram-simple (draft from the "
+            "prompt and output so far), draft-simple (draft with --model-draft; implied by -md); "
+            "with both, a sequence drafts with the model only when the n-grams find nothing"
+        ),
+        json_schema_extra={"flags": ["--spec-type"]},
+    )
+    spec_ngram_simple_size_n: int = Field(
+        default=12,
+        ge=1,
+        le=1024,
+        description="ngram-simple: length of the lookup n-gram (the last tokens to find earlier)",
+        json_schema_extra={"flags": ["--spec-ngram-simple-size-n"]},
+    )
+    spec_ngram_simple_size_m: int = Field(
+        default=48,
+        ge=1,
+        le=1024,
+        description="ngram-simple: most tokens drafted after a match",
+        json_schema_extra={"flags": ["--spec-ngram-simple-size-m"]},
+    )
+    spec_ngram_simple_min_hits: int = Field(
+        default=1,
+        ge=1,
+        le=1_000_000,
+        description="ngram-simple: earlier occurrences the n-gram needs before it drafts",
+        json_schema_extra={"flags": ["--spec-ngram-simple-min-hits"]},
+    )
+    model_draft: str | None = Field(
+        default=None,
+        description="Draft model GGUF for speculative decoding (its vocabulary must match)",
+        json_schema_extra={"flags": ["-md", "--model-draft", "--spec-draft-model"]},
+    )
+    draft_max: int = Field(
+        default=16,
+        ge=0,
+        le=1024,
+        description="Most tokens the draft model drafts per step (0 disables it)",
+        json_schema_extra={"flags": ["--draft", "--draft-n", "--draft-max", "--spec-draft-n-max"]},
+    )
+    draft_min: int = Field(
+        default=0,
+        ge=0,
+        le=1024,
+        description="Fewest draft tokens worth verifying; a shorter draft is not used",
+        json_schema_extra={"flags": ["--draft-min", "--draft-n-min", "--spec-draft-n-min"]},
+    )
+    draft_p_min: float = Field(
+        default=0.75,
+        ge=0.0,
+        le=1.0,
+        description="The draft model stops drafting at a token it gives less than this probability",
+        json_schema_extra={"flags": ["--draft-p-min", "--spec-draft-p-min"]},
+    )
+    gpu_layers_draft: int = Field(
+        default=-1,
+        ge=-1,
+        le=100_000,
+        description="Draft model layers offloaded to the GPU (-1 = all); ignored without a GPU",
+        json_schema_extra={
+            "flags": ["-ngld", "--gpu-layers-draft", "--n-gpu-layers-draft", "--spec-draft-ngl"]
+        },
+    )
+
+    @field_validator("spec_type")
+    @classmethod
+    def _known_spec_types(cls, value: str) -> str:
+        names = [name.strip() for name in value.split(",") if name.strip()]
+        unknown = [name for name in names if name not in SPEC_TYPES]
+        if unknown or not names:
+            raise ValueError(
+                f"unknown speculative type {', '.join(unknown) or repr(value)}; "
+                f"choose from {', '.join(SPEC_TYPES)}"
+            )
+        return ",".join(names)
+
+    @property
+    def spec_types(self) -> tuple[str, ...]:
+        """The speculative types in use, in order; a draft model alone implies draft-simple."""
+        names = tuple(name for name in self.spec_type.split(",") if name != "none")
+        if self.model_draft and "draft-simple" not in names:
+            names += ("draft-simple",)
+        return names
+
+
+class EngineSettings(BaseSettings, ServingKnobs, SpeculativeKnobs):
     """How the model is loaded and how the scheduler runs it."""
 
     model_config = SettingsConfigDict(env_prefix="QUANTDESK_", extra="ignore")
