@@ -63,7 +63,8 @@ def child_base_url(proc: subprocess.Popen[str], port_file: Path, timeout: float 
 
 
 def start_server(api_key: str | None = None, **engine_kw: object) -> LiveServer:
-    engine_defaults: dict[str, object] = {"ctx_size": 4096, "parallel": 8, "threads": 2, "seed": 1}
+    # the default layout, a KV stream per slot: 8 slots of 2,048 cells
+    engine_defaults: dict[str, object] = {"ctx_size": 16384, "parallel": 8, "threads": 2, "seed": 1}
     engine_defaults.update(engine_kw)
     engine = EngineSettings(**engine_defaults)  # type: ignore[arg-type]
     server = ServerSettings(

@@ -41,7 +41,7 @@ def fim_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]
             "tokenizer.ggml.fim_sep_token_id": SEP,
         },
     )
-    server = start_server(model=str(path), parallel=2, ctx_size=CTX)
+    server = start_server(model=str(path), parallel=2, ctx_size=2 * CTX)  # CTX per slot
     wait_healthy(server.base_url)
     yield server
     server.handle.stop()

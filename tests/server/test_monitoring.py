@@ -43,7 +43,7 @@ def test_metrics_parse_with_prometheus_parser(live_server: LiveServer) -> None:
     # every metric the model declares, once traffic has filled the latency percentiles
     assert {spec.name for spec in SPECS} <= set(families), sorted(families)
     total = families["quantdesk_kv_cells_total"].samples[0].value
-    assert total == 4096
+    assert total == 16384
     assert families["quantdesk_generated_tokens"].samples[0].value >= 4
 
 
@@ -52,11 +52,12 @@ def test_stats_fields(live_server: LiveServer) -> None:
     snapshot = StatsSnapshot.model_validate(s)  # the served body is the model, key for key
     assert snapshot.model_dump(mode="json") == s
     assert snapshot.ready and snapshot.model.id == "SmolLM2-135M-Instruct"
-    assert s["model"]["n_ctx"] == 4096 and s["model"]["n_parallel"] == 8
+    assert s["model"]["n_ctx"] == 16384 and s["model"]["n_parallel"] == 8
+    assert s["model"]["n_ctx_seq"] == 2048 and not s["model"]["kv_unified"]
     assert isinstance(s["model"]["gpu_offload_supported"], bool)
-    assert s["kv"]["cells_total"] == 4096
+    assert s["kv"]["cells_total"] == 16384
     # SmolLM2-135M: 30 layers x (3 KV heads x 64) x 2 (K and V) x 2 bytes (f16)
-    assert s["kv"]["bytes_total"] == 4096 * 30 * 192 * 2 * 2
+    assert s["kv"]["bytes_total"] == 16384 * 30 * 192 * 2 * 2
     sys_ = s["system"]
     assert sys_["rss_bytes"] > 50e6
     assert sys_["gpus"] or sys_["gpu_note"]
