@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from typing import get_args
 
+import pytest
 from annotated_types import Ge, Le
 
 from app.main_window import MainWindow
 from app.pages.server_page import ServerPage
 from app.storage.app_settings import AppSettings, ServerKnobs
+from backend.settings import EngineSettings
+from backend.settings.engine_settings import ServingKnobs
 
 
 def _declared_bounds(name: str) -> tuple[object, object]:
@@ -58,3 +61,24 @@ def test_knobs_the_page_does_not_show_keep_their_values(
     assert settings.server.parallel == 3
     assert settings.server.prefix_cache_entries == 3
     assert page.knobs().prefix_cache_entries == 3
+
+
+@pytest.fixture
+def nothing_saved(settings: AppSettings) -> AppSettings:
+    """Server knobs as a first run has them (only the port is kept off 8080)."""
+    settings.server = ServerKnobs(port=0)
+    return settings
+
+
+def test_a_fresh_page_shows_serves_defaults(nothing_saved: AppSettings, window: MainWindow) -> None:
+    """With nothing saved the page starts what ``quantdesk serve`` starts: a KV stream per
+    slot, -c 16384 -np 4 (4,096 tokens per request)."""
+    page = window.page("server")
+    assert isinstance(page, ServerPage)
+    shown = page.knobs()
+    served = EngineSettings()
+    assert page.kv_layout_combo.currentText() == "per slot" and not shown.kv_unified
+    for name in ServingKnobs.model_fields:
+        if name not in ("model", "gpu_layers"):  # the picker's model; -ngl narrowed to it
+            assert getattr(shown, name) == getattr(served, name), name
+    assert (shown.ctx_size, shown.parallel) == (16384, 4)
