@@ -19,6 +19,7 @@ from backend.engine.stats_model import (
     ModelStats,
     PrefixCacheStats,
     RequestStats,
+    SpeculativeStats,
     StatsSnapshot,
     StepStats,
     TokenStats,
@@ -60,6 +61,12 @@ class EngineStats:
         self.python_s_total = 0.0
         self.batch_tokens_total = 0
         self.preemptions = 0
+        self.spec_type = ""
+        self.spec_drafted = 0
+        self.spec_accepted = 0
+        self.spec_drafts = 0
+        self.spec_draft_steps = 0
+        self.spec_draft_s_total = 0.0
         self.ttft_ms: deque[float] = deque(maxlen=LATENCY_SAMPLES)
         self.itl_ms: deque[float] = deque(maxlen=LATENCY_SAMPLES)
         self.ttft_ms_last: float | None = None
@@ -72,6 +79,9 @@ class EngineStats:
             self.completed = 0
             self.prompt_total = self.prompt_decoded_total = self.generated_total = 0
             self.prefix_hits = self.prefix_misses = self.prefix_tokens_saved = 0
+            self.spec_drafted = self.spec_accepted = self.spec_drafts = 0
+            self.spec_draft_steps = 0
+            self.spec_draft_s_total = 0.0
             self.ttft_ms.clear()
             self.itl_ms.clear()
             self.ttft_ms_last = None
@@ -93,6 +103,18 @@ class EngineStats:
             self._window.append((now, prompt_tokens, gen_tokens))
             while self._window and now - self._window[0][0] > RATE_WINDOW_S:
                 self._window.popleft()
+
+    def record_draft(self, drafted: int, accepted: int) -> None:
+        """One sequence's draft was verified: ``accepted`` of its ``drafted`` tokens kept."""
+        with self._lock:
+            self.spec_drafts += 1
+            self.spec_drafted += drafted
+            self.spec_accepted += accepted
+
+    def record_draft_time(self, seconds: float) -> None:
+        with self._lock:
+            self.spec_draft_steps += 1
+            self.spec_draft_s_total += seconds
 
     def record_ttft(self, ms: float) -> None:
         with self._lock:
@@ -158,6 +180,16 @@ class EngineStats:
                     python_ms_avg=1000.0 * self.python_s_total / steps,
                     batch_tokens_avg=self.batch_tokens_total / steps,
                     preemptions=self.preemptions,
+                ),
+                speculative=SpeculativeStats(
+                    type=self.spec_type,
+                    drafted=self.spec_drafted,
+                    accepted=self.spec_accepted,
+                    drafts=self.spec_drafts,
+                    acceptance_rate=(
+                        self.spec_accepted / self.spec_drafted if self.spec_drafted else None
+                    ),
+                    draft_ms_avg=1000.0 * self.spec_draft_s_total / max(self.spec_draft_steps, 1),
                 ),
                 uptime_s=time.time() - self.started,
                 model=model,

@@ -109,6 +109,34 @@ class StepStats(StatsSection):
     )
 
 
+class SpeculativeStats(StatsSection):
+    """Speculative decoding (``--spec-type``, ``-md``): draft tokens verified, and kept."""
+
+    type: str = Field(description="Speculative types in use, comma-separated; empty when off")
+    drafted: int = metric_field("Draft tokens verified", "quantdesk_spec_draft_tokens", "counter")
+    accepted: int = metric_field(
+        "Draft tokens accepted (the model sampled the same token)",
+        "quantdesk_spec_accepted_tokens",
+        "counter",
+    )
+    drafts: int = metric_field(
+        "Verifications of a draft (one per sequence and step)", "quantdesk_spec_drafts", "counter"
+    )
+    acceptance_rate: float | None = metric_field(
+        "Accepted / drafted tokens; null before the first draft",
+        "quantdesk_spec_acceptance_rate",
+    )
+    draft_ms_avg: float = metric_field(
+        "Mean time spent drafting per step that drafted, ms", "quantdesk_spec_draft_ms_avg"
+    )
+
+
+def _no_speculation() -> SpeculativeStats:
+    return SpeculativeStats(
+        type="", drafted=0, accepted=0, drafts=0, acceptance_rate=None, draft_ms_avg=0.0
+    )
+
+
 class ModelStats(StatsSection):
     """The loaded model and the settings it runs with."""
 
@@ -142,6 +170,9 @@ class StatsSnapshot(StatsSection):
     kv: KvStats
     prefix_cache: PrefixCacheStats
     step: StepStats
+    speculative: SpeculativeStats = Field(
+        default_factory=_no_speculation, description="Speculative decoding counters"
+    )
     uptime_s: float = Field(description="Time since the engine was created, s")
     model: ModelStats
     system: SystemStats

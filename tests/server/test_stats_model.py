@@ -15,7 +15,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from pydantic import BaseModel
 
-from backend.engine.stats_model import StatsSnapshot
+from backend.engine.stats_model import SpeculativeStats, StatsSnapshot
 from backend.server.app_factory import create_app
 from backend.server.metrics_collector import SPECS, EngineCollector
 from backend.settings import EngineSettings, ServerSettings
@@ -40,6 +40,7 @@ SERVED_KEYS = {
     "kv": {"cells_used", "cells_total", "bytes_used", "bytes_total", "used_pct"},
     "prefix_cache": {"hits", "misses", "tokens_saved", "entries"},
     "step": {"steps", "step_ms_avg", "python_ms_avg", "batch_tokens_avg", "preemptions"},
+    "speculative": {"type", "drafted", "accepted", "drafts", "acceptance_rate", "draft_ms_avg"},
     "model": {
         "id",
         "path",
@@ -107,7 +108,15 @@ METRICS_BEFORE = {
     "quantdesk_gpu_vram_used_bytes": "gauge",
     "quantdesk_gpu_vram_total_bytes": "gauge",
 }
-METRICS_ADDED = {"quantdesk_step_batch_tokens_avg": "gauge", "quantdesk_preemptions": "counter"}
+METRICS_ADDED = {
+    "quantdesk_step_batch_tokens_avg": "gauge",
+    "quantdesk_preemptions": "counter",
+    "quantdesk_spec_draft_tokens": "counter",
+    "quantdesk_spec_accepted_tokens": "counter",
+    "quantdesk_spec_drafts": "counter",
+    "quantdesk_spec_acceptance_rate": "gauge",
+    "quantdesk_spec_draft_ms_avg": "gauge",
+}
 
 
 def _scrape(snapshot: StatsSnapshot | None) -> dict[str, object]:
@@ -132,7 +141,15 @@ def test_the_model_serves_the_keys_clients_read() -> None:
 
 
 def test_metrics_are_the_model_fields_with_the_names_they_had() -> None:
-    families = _scrape(sample_stats(8))
+    speculating = SpeculativeStats(
+        type="ngram-simple",
+        drafted=80,
+        accepted=60,
+        drafts=10,
+        acceptance_rate=0.75,
+        draft_ms_avg=0.02,
+    )
+    families = _scrape(sample_stats(8).model_copy(update={"speculative": speculating}))
     assert {spec.name: spec.metric_type for spec in SPECS} == {**METRICS_BEFORE, **METRICS_ADDED}
     assert {name: f.type for name, f in families.items()} == {**METRICS_BEFORE, **METRICS_ADDED}
     value = {name: f.samples[0].value for name, f in families.items() if f.samples}
