@@ -28,6 +28,11 @@ class SamplingParams:
     grammar: str | None = None
     ignore_eos: bool = False
     logprobs: int | None = None  # None: off; k >= 0: chosen token plus the top k
+    # speculative decoding for this sequence (llama-server's speculative.n_max / n_min /
+    # p_min); None: the server's setting. draft_n_max 0 turns speculation off.
+    draft_n_max: int | None = None
+    draft_n_min: int | None = None
+    draft_p_min: float | None = None
 
     @property
     def greedy(self) -> bool:
@@ -85,6 +90,9 @@ class FinishEvent:
     ttft_ms: float | None
     gen_tokens_per_s: float | None
     cum_logprob: float = 0.0
+    # speculative decoding: draft tokens verified, and how many the model sampled too
+    draft_n: int = 0
+    draft_n_accepted: int = 0
     # with prompt_logprobs: one entry per prompt token after the first (what the model
     # gave each prompt token, given the tokens before it)
     prompt_logprobs: list[TokenLogprob] | None = None

@@ -8,6 +8,7 @@ import numpy as np
 
 from backend.engine.request_types import GenerationRequest, TokenLogprob
 from backend.engine.sampler_chain import SamplerChain
+from backend.engine.speculative.ngram_draft import NgramIndex
 from backend.engine.stop_detector import StopDetector
 
 
@@ -15,7 +16,8 @@ from backend.engine.stop_detector import StopDetector
 class Sequence:
     """``tokens`` is everything that will be in the KV cache: the prompt and each
     sampled token. ``n_past`` of them are decoded; the rest are decoded in chunks,
-    and logits are read at the last one. Generation is a one-token prefill."""
+    and logits are read at the last one. Generation is a one-token prefill, or, with a
+    ``draft`` (speculative decoding), the last token and the draft, read on every row."""
 
     request: GenerationRequest
     sampler: SamplerChain
@@ -36,6 +38,12 @@ class Sequence:
     cum_logprob: float = 0.0
     pending_logprobs: list[TokenLogprob] = field(default_factory=list)
     prompt_logprobs: list[TokenLogprob] = field(default_factory=list)
+    # speculative decoding: this step's draft (tokens after ``tokens``, not in it), the
+    # n-gram index of ``tokens``, and the draft tokens verified / accepted so far
+    draft: list[int] = field(default_factory=list)
+    ngram: NgramIndex | None = None
+    draft_n: int = 0
+    draft_n_accepted: int = 0
 
     @property
     def remaining(self) -> int:

@@ -1,0 +1,101 @@
+"""Which sequences draft this step, how many tokens, and from which drafter.
+
+n-gram lookup comes first, as in llama.cpp (it costs a dict lookup); a sequence it finds
+nothing for drafts with the draft model, if there is one. A draft is never longer than
+what the sequence may still generate minus one (the last row always gives a token of its
+own), nor than its slot's context has room for, nor than the request's
+``speculative.n_max``; a draft shorter than ``n_min`` is not worth verifying.
+"""
+
+from __future__ import annotations
+
+from backend.core.errors import ConfigError
+from backend.engine.model_runtime import ModelRuntime
+from backend.engine.sequence import Sequence
+from backend.engine.speculative.draft_model import DraftModel, DraftRequest
+from backend.engine.speculative.ngram_draft import NgramIndex
+from backend.settings.default_model import resolve_model_path
+from backend.settings.engine_settings import EngineSettings
+
+
+class Speculator:
+    """The speculative settings of the engine and its drafters."""
+
+    def __init__(
+        self, settings: EngineSettings, runtime: ModelRuntime, draft_model: DraftModel | None
+    ) -> None:
+        self.types = settings.spec_types
+        self.ngram = "ngram-simple" in self.types
+        self.ngram_n = settings.spec_ngram_simple_size_n
+        self.ngram_m = settings.spec_ngram_simple_size_m
+        self.ngram_min_hits = settings.spec_ngram_simple_min_hits
+        self.draft_model = draft_model
+        self.draft_max = settings.draft_max
+        self.draft_min = settings.draft_min
+        self.p_min = settings.draft_p_min
+        self.n_ctx_seq = runtime.n_ctx_seq
+
+    @classmethod
+    def create(cls, settings: EngineSettings, runtime: ModelRuntime) -> Speculator | None:
+        """The speculator ``settings`` ask for (loading the draft model), or None when
+        speculation is off."""
+        types = settings.spec_types
+        if not types:
+            return None
+        draft_model = None
+        if "draft-simple" in types:
+            if not settings.model_draft:
+                raise ConfigError(
+                    "--spec-type draft-simple needs a draft model (-md/--model-draft)"
+                )
+            path = resolve_model_path(settings.model_draft)
+            draft_model = DraftModel(path, settings, runtime)
+        return cls(settings, runtime, draft_model)
+
+    @property
+    def type_name(self) -> str:
+        return ",".join(self.types)
+
+    def close(self) -> None:
+        if self.draft_model is not None:
+            self.draft_model.close()
+            self.draft_model = None
+
+    def propose(self, running: list[Sequence]) -> None:
+        """Set ``draft`` of every running sequence: the tokens to verify after its last
+        one this step (empty for a sequence that doesn't speculate now)."""
+        wanted: list[tuple[Sequence, DraftRequest, int]] = []
+        for seq in running:
+            seq.draft = []
+            if not seq.generating:
+                continue
+            sampling = seq.request.sampling
+            room = min(
+                seq.request.max_tokens - seq.completion_tokens - 1,
+                self.n_ctx_seq - len(seq.tokens) - 1,
+            )
+            if sampling.draft_n_max is not None:
+                room = min(room, sampling.draft_n_max)
+            n_min = max(1, self.draft_min if sampling.draft_n_min is None else sampling.draft_n_min)
+            if room < n_min:
+                continue
+            if self.ngram:
+                if seq.ngram is None:
+                    seq.ngram = NgramIndex(self.ngram_n)
+                draft = seq.ngram.draft(seq.tokens, min(room, self.ngram_m), self.ngram_min_hits)
+                if len(draft) >= n_min:
+                    seq.draft = draft
+                    continue
+            n_max = min(room, self.draft_max)
+            if self.draft_model is not None and n_max >= n_min:
+                p_min = self.p_min if sampling.draft_p_min is None else sampling.draft_p_min
+                wanted.append((seq, DraftRequest(seq.seq_id, seq.tokens, n_max, p_min), n_min))
+        if wanted and self.draft_model is not None:
+            self.draft_model.draft([request for _, request, _ in wanted])
+            for seq, request, n_min in wanted:
+                if len(request.draft) >= n_min:
+                    seq.draft = request.draft
+
+    @property
+    def uses_draft_model(self) -> bool:
+        return self.draft_model is not None
