@@ -27,6 +27,7 @@ from backend.engine.request_types import (
 from backend.engine.sampler_chain import SamplerChain
 from backend.engine.scheduler import Scheduler
 from backend.engine.sequence import Sequence
+from backend.engine.speculative.speculator import Speculator
 from backend.engine.stats_model import ModelStats, StatsSnapshot
 from backend.engine.stop_detector import StopDetector
 from backend.settings.default_model import DEFAULT_MODEL_ID, default_model_path, resolve_model_path
@@ -72,12 +73,20 @@ class Engine:
             where = f"--chat-template-file {settings.chat_template_file}" if custom else "the GGUF"
             self.runtime.close()
             raise ConfigError(f"the chat template of {where} does not parse: {exc}") from None
+        try:
+            self.speculator = Speculator.create(settings, self.runtime)
+        except Exception:
+            self.runtime.close()
+            raise
         self.scheduler = Scheduler(
             self.runtime,
             parallel=settings.parallel,
             cache_entries=settings.prefix_cache_entries,
             max_queue=settings.max_queue,
+            speculator=self.speculator,
         )
+        if self.speculator is not None:
+            self.scheduler.stats.spec_type = self.speculator.type_name
         self.arrivals = self.scheduler.arrivals
         self.ready = False
         self.created = int(time.time())
@@ -112,6 +121,8 @@ class Engine:
 
     def close(self) -> None:
         self.scheduler.close()
+        if self.speculator is not None:
+            self.speculator.close()
         self.runtime.close()
 
     # ---- requests ------------------------------------------------------------

@@ -7,6 +7,12 @@ last token it completed. Finished or cancelled sequences leave their slot at onc
 (their KV for the tokens already decoded stays as a prefix-cache entry, which any new
 request may evict) and waiting requests are admitted in the very next step.
 
+With speculative decoding (:mod:`backend.engine.speculative`), a generating sequence may
+decode its last token together with a draft of the tokens likely to follow, with logits
+on every row; its sampler then takes the rows in order while they agree with the draft
+(:func:`~backend.engine.speculative.verify.verify_draft`), and the KV cells of the
+rejected rest are dropped.
+
 Events for clients are gathered during a step and handed over in one burst right
 before the next ``llama_decode``, which releases the GIL for the whole forward
 pass: the server's event loop then formats and sends them while the model runs,
@@ -41,6 +47,8 @@ from backend.engine.request_types import (
 )
 from backend.engine.sampler_chain import GRAMMAR_DONE
 from backend.engine.sequence import Sequence
+from backend.engine.speculative.speculator import Speculator
+from backend.engine.speculative.verify import verify_draft
 from backend.engine.step_planner import StepPlan, plan_step
 
 log = logging.getLogger(__name__)
@@ -51,9 +59,16 @@ ARRIVAL_WINDOW_S = 0.02
 
 class Scheduler:
     def __init__(
-        self, runtime: ModelRuntime, *, parallel: int, cache_entries: int, max_queue: int
+        self,
+        runtime: ModelRuntime,
+        *,
+        parallel: int,
+        cache_entries: int,
+        max_queue: int,
+        speculator: Speculator | None = None,
     ) -> None:
         self.rt = runtime
+        self.speculator = speculator
         self.parallel = parallel
         self.max_queue = max_queue
         self.stats = EngineStats()
@@ -265,7 +280,12 @@ class Scheduler:
 
     def _step(self) -> StepPlan:
         t0 = time.perf_counter()
+        draft_s = self._propose_drafts()
         plan = self._plan()
+        if plan.n_tokens > self.kv.free and draft_s is not None:
+            for seq in self._running:  # a guess never costs another sequence its cells
+                seq.draft = []
+            plan = self._plan()
         while plan.n_tokens > self.kv.free:
             if not (self.admission.evict_cached() or self._preempt_youngest()):
                 break
@@ -285,25 +305,51 @@ class Scheduler:
             n_tokens += timings[4]
         if n_tokens:
             step_s = time.perf_counter() - t0
-            python_s = step_s - decode_s - sample_s
+            python_s = step_s - decode_s - sample_s - (draft_s or 0.0)
             self.stats.record_step(step_s, python_s, prompt_tokens, gen_tokens, n_tokens)
+            if draft_s is not None:
+                self.stats.record_draft_time(draft_s)
         return plan
+
+    def _propose_drafts(self) -> float | None:
+        """Let the speculator set each generating sequence's draft; the seconds it took,
+        or None without speculative decoding."""
+        spec = self.speculator
+        if spec is None:
+            return None
+        if spec.uses_draft_model:
+            self._deliver()  # the draft model decodes first: send what the last step made
+        t = time.perf_counter()
+        spec.propose(self._running)
+        return time.perf_counter() - t
 
     def _decode_and_sample(
         self, plan: list[tuple[Sequence, int]]
     ) -> tuple[float, float, int, int, int] | None:
-        """One ``llama_decode`` over ``plan``, then a token for every sequence whose
-        prompt or last token it completed. (decode s, sample s, prompt tokens,
-        generated tokens, batch tokens), or None when the call failed."""
+        """One ``llama_decode`` over ``plan``, then the tokens of every sequence whose
+        prompt or last token (and draft) it completed. (decode s, sample s, prompt
+        tokens, generated tokens, batch tokens), or None when the call failed."""
         batch = self._batch
         i = 0
-        logits_at: list[tuple[Sequence, int]] = []
+        # (sequence, batch row of its last token, the draft decoded after it)
+        logits_at: list[tuple[Sequence, int, list[int]]] = []
         scored: list[tuple[Sequence, int, int]] = []  # (seq, first batch row, rows)
         prompt_tokens = 0
         for seq, n in plan:
             sid = seq.seq_id
             start = seq.n_past
             toks = seq.tokens
+            if n > 1 and seq.generating:  # the last token and a draft: logits on every row
+                draft = seq.draft[: n - 1]
+                logits_at.append((seq, i, draft))
+                for j, token in enumerate([toks[start], *draft]):
+                    batch.token[i] = token
+                    batch.pos[i] = start + j
+                    batch.n_seq_id[i] = 1
+                    batch.seq_id[i][0] = sid
+                    batch.logits[i] = 1
+                    i += 1
+                continue
             last = start + n == len(toks)
             score = seq.request.prompt_logprobs is not None and start < seq.n_prompt - 1
             if score:
@@ -317,7 +363,7 @@ class Scheduler:
                 i += 1
             if last:
                 batch.logits[i - 1] = 1
-                logits_at.append((seq, i - 1))
+                logits_at.append((seq, i - 1, []))
             if not seq.generating:
                 prompt_tokens += n
         batch.n_tokens = i
@@ -335,24 +381,55 @@ class Scheduler:
         for seq, n in plan:
             kv.add_cells(seq.seq_id, n)
             seq.n_past += n
-        for seq, index in logits_at:
+        sampled = 0
+        for seq, index, draft in logits_at:
             if seq.request.max_tokens == 0:  # scoring only: the prompt is all there is
                 self._finish(seq, "length")
                 continue
-            want = seq.request.sampling.logprobs
-            logits = self.logprobs.logits(index) if want is not None else None
-            try:
-                token = seq.sampler.sample(self.rt.ctx, index)
-            except GrammarDeadEndError as exc:
-                self._drop(seq, str(exc), invalid_request=True)
-                continue
-            if token == GRAMMAR_DONE:  # the grammar is complete, whatever ignore_eos says
-                self._finish(seq, "stop")
-                continue
-            if logits is not None and want is not None:
-                self.logprobs.record(seq, logits, token, want)
+            sampled += self._take_tokens(seq, index, draft)
+        return decode_s, time.perf_counter() - t_samp, prompt_tokens, sampled, i
+
+    def _take_tokens(self, seq: Sequence, row: int, draft: list[int]) -> int:
+        """Sample ``seq``'s token at batch row ``row`` and, while they agree with ``draft``,
+        at the rows after it; drop the KV cells of the draft tokens not kept. Returns the
+        tokens sampled."""
+        base = seq.n_past - len(draft)  # cells that hold the sequence's own tokens
+        seq.draft = []
+        seq.draft_n += len(draft)
+
+        def take(i: int) -> tuple[int, bool]:
+            seq.n_past = base + i  # row i's token is part of the sequence (a retire keeps it)
+            token = self._sample(seq, row + i)
+            if token is None:
+                return -1, False
+            if i < len(draft) and token == draft[i]:
+                seq.draft_n_accepted += 1  # before a finish reports it
             self._on_token(seq, token)
-        return decode_s, time.perf_counter() - t_samp, prompt_tokens, len(logits_at), i
+            return token, seq.seq_id >= 0
+
+        rows, accepted = verify_draft(draft, take)
+        if draft:
+            self.stats.record_draft(len(draft), accepted)
+            if seq.seq_id >= 0 and rows <= len(draft):  # running, part of the draft rejected
+                self.kv.keep(seq.seq_id, seq.n_past)
+        return rows
+
+    def _sample(self, seq: Sequence, index: int) -> int | None:
+        """``seq``'s next token from batch row ``index`` (with its logprobs recorded), or
+        None when the sequence ended there (complete grammar, or a grammar dead end)."""
+        want = seq.request.sampling.logprobs
+        logits = self.logprobs.logits(index) if want is not None else None
+        try:
+            token = seq.sampler.sample(self.rt.ctx, index)
+        except GrammarDeadEndError as exc:
+            self._drop(seq, str(exc), invalid_request=True)
+            return None
+        if token == GRAMMAR_DONE:  # the grammar is complete, whatever ignore_eos says
+            self._finish(seq, "stop")
+            return None
+        if logits is not None and want is not None:
+            self.logprobs.record(seq, logits, token, want)
+        return token
 
     def _take_logprobs(self, seq: Sequence) -> list[TokenLogprob]:
         taken, seq.pending_logprobs = seq.pending_logprobs, []
@@ -421,7 +498,10 @@ class Scheduler:
                 seq.cached_tokens,
                 ttft,
                 gen_rate,
+                cum_logprob=seq.cum_logprob,
                 prompt_logprobs=scored,
+                draft_n=seq.draft_n,
+                draft_n_accepted=seq.draft_n_accepted,
             ),
         )
         seq.sampler.close()

@@ -1,11 +1,13 @@
 """What one scheduler step decodes: a pure function of the running sequences.
 
 Every step decodes one token for each generating sequence, then prompt chunks of
-admitted sequences up to ``n_batch`` (chunked prefill). A chunk that ends a prompt reads
-its logits in the same step, so a sequence's first token never waits for a later
-(possibly prefill-heavy) step. A prefill that requests are waiting on stops at the end
-of the prefix they share (``branch_at``, set by admission): they join in the next step,
-and every prompt in it has only its own suffix left.
+admitted sequences up to ``n_batch`` (chunked prefill), then, with speculative decoding,
+the drafts of generating sequences in the budget left (a draft is a guess: it never delays
+another sequence's token or a prompt, and is cut short rather than exceed ``n_batch``).
+A chunk that ends a prompt reads its logits in the same step, so a sequence's first
+token never waits for a later (possibly prefill-heavy) step. A prefill that requests are
+waiting on stops at the end of the prefix they share (``branch_at``, set by admission):
+they join in the next step, and every prompt in it has only its own suffix left.
 
 With a KV stream per slot, llama.cpp cuts a batch into micro-batches of equal tokens per
 slot over runs of consecutive slot ids, and its CPU flash attention only takes the fast
@@ -13,7 +15,9 @@ tiled kernel with at least ``FA_TILE`` query rows per slot. A decode row next to
 prompt would cut the prompt to 1 + (n - 1) rows, and a short chunk would cut its long
 neighbours down to its own length. So long prompt chunks get a ``llama_decode`` call of
 their own, decode rows and short chunks the other, and only the step's first prompt may
-start a short chunk just to use up the budget.
+start a short chunk just to use up the budget. Draft rows go with the decode rows: llama.cpp
+then cuts that call into micro-batches of the rows every slot still has, so drafts of
+unequal length cost a pass over the weights per distinct length.
 """
 
 from __future__ import annotations
@@ -59,9 +63,31 @@ def plan_step(
                 continue  # next step, in one piece (the first prompt always goes)
             prompt.append((seq, chunk))
             budget -= chunk
+    drafted: list[tuple[Sequence, int]] = []
+    if budget > 0 and any(seq.draft for seq, _ in decode):
+        decode, drafted = _with_drafts(decode, budget)
     if not per_slot:
-        return StepPlan([decode + prompt] if decode or prompt else [])
+        # drafted rows last: the cells of rejected draft tokens are then the last ones
+        # written, and the next step's tokens of the other sequences that fill them still
+        # come after those sequences' earlier cells
+        calls = decode + prompt + drafted
+        return StepPlan([calls] if calls else [])
+    decode += drafted
     long = [item for item in prompt if item[1] >= fa_tile]
     rest = decode + [item for item in prompt if item[1] < fa_tile]
     by_slot = [sorted(group, key=lambda item: item[0].seq_id) for group in (rest, long)]
     return StepPlan([group for group in by_slot if group])
+
+
+def _with_drafts(
+    decode: list[tuple[Sequence, int]], budget: int
+) -> tuple[list[tuple[Sequence, int]], list[tuple[Sequence, int]]]:
+    """Split the decode rows into those without a draft and those with one, each draft
+    after its sequence's token and cut short where the budget ends."""
+    plain: list[tuple[Sequence, int]] = []
+    drafted: list[tuple[Sequence, int]] = []
+    for seq, rows in decode:
+        extra = min(len(seq.draft), budget)
+        budget -= extra
+        (drafted if extra else plain).append((seq, rows + extra))
+    return plain, drafted
