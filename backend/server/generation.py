@@ -183,6 +183,9 @@ def sampling_params(body: SamplingFields, engine: Engine) -> SamplingParams:
         logit_bias=bias,
         grammar=body.grammar,
         ignore_eos=body.ignore_eos,
+        draft_n_max=body.speculative_n_max,
+        draft_n_min=body.speculative_n_min,
+        draft_p_min=body.speculative_p_min,
     )
 
 
@@ -339,6 +342,15 @@ def combined_usage(finishes: list[FinishEvent], per_prompt: int | None = None) -
         "total_tokens": prompt + completion,
         "prompt_tokens_details": {"cached_tokens": sum(f.cached_tokens for f in firsts)},
     }
+
+
+def draft_timings(finishes: list[FinishEvent]) -> dict[str, int]:
+    """llama-server's ``timings.draft_n`` and ``draft_n_accepted`` (draft tokens verified,
+    and kept) over the sequences of one request; empty when none drafted, as it does."""
+    drafted = sum(f.draft_n for f in finishes)
+    if not drafted:
+        return {}
+    return {"draft_n": drafted, "draft_n_accepted": sum(f.draft_n_accepted for f in finishes)}
 
 
 def now() -> int:

@@ -121,6 +121,12 @@ class SamplingFields(_Lenient):
     ignore_eos: bool = False
     grammar: str | None = None
     user: str | None = None
+    # llama-server's per-request speculative decoding, literal dotted keys in the body:
+    # the most and fewest draft tokens per step (n_max 0: no speculation for this request)
+    # and the draft model's probability to stop drafting under
+    speculative_n_max: int | None = Field(None, ge=0, alias="speculative.n_max")
+    speculative_n_min: int | None = Field(None, ge=0, alias="speculative.n_min")
+    speculative_p_min: float | None = Field(None, ge=0.0, le=1.0, alias="speculative.p_min")
 
     @model_validator(mode="before")
     @classmethod

@@ -24,6 +24,7 @@ from backend.server.generation import (
     ChoiceStreams,
     check_choices,
     combined_usage,
+    draft_timings,
     engine_error,
     engine_for,
     finish_reason,
@@ -184,6 +185,7 @@ async def _complete(
         "timings": {
             "ttft_ms": ordered[0].ttft_ms,
             "predicted_per_second": ordered[0].gen_tokens_per_s,
+            **draft_timings(ordered),
         },
     }
 
@@ -256,7 +258,10 @@ async def _stream(
                     yield sse(tool_delta(index, calls))
                 if parser.calls:
                     reason = "tool_calls"
-            yield sse(chunk(index, {}, reason))
+            last = chunk(index, {}, reason)
+            if timings := draft_timings([event]):
+                last["timings"] = timings
+            yield sse(last)
         elif isinstance(event, ErrorEvent):
             yield sse_error(event)
     if include_usage and len(finishes) == n:

@@ -24,6 +24,7 @@ from backend.server.generation import (
     ChoiceStreams,
     check_choices,
     combined_usage,
+    draft_timings,
     engine_error,
     engine_for,
     finish_reason,
@@ -204,11 +205,15 @@ async def completions(body: CompletionRequest, request: Request) -> Any:
                     "logprobs": logprobs,
                 }
             )
-    return {
+    ordered = [finishes[i] for i in range(total)]
+    response: dict[str, Any] = {
         **header,
         "choices": choices,
-        "usage": combined_usage([finishes[i] for i in range(total)], best_of),
+        "usage": combined_usage(ordered, best_of),
     }
+    if timings := draft_timings(ordered):
+        response["timings"] = timings
+    return response
 
 
 def _is_batch(prompt: list[Any]) -> bool:
@@ -247,7 +252,10 @@ async def _stream(
                 offsets[index] += len(event.text)
         elif isinstance(event, FinishEvent):
             finishes[index] = event
-            yield sse(chunk(index, "", finish_reason(event)))
+            last = chunk(index, "", finish_reason(event))
+            if timings := draft_timings([event]):
+                last["timings"] = timings
+            yield sse(last)
         elif isinstance(event, ErrorEvent):
             yield sse_error(event)
     if include_usage and len(finishes) == n:
