@@ -131,6 +131,7 @@ class DashboardPage(QWidget):
                 ("requests", "running / queued"),
                 ("kv", "KV cells used"),
                 ("prefix", "prefix-cache hits"),
+                ("spec", "draft acceptance"),
                 ("done", "requests completed"),
             )
         }
@@ -285,7 +286,26 @@ class DashboardPage(QWidget):
         self.tiles["prefix"].caption.setText(
             f"prefix hits · {s.prefix_cache.tokens_saved} tok saved"
         )
+        self._update_spec_tile()
         self.tiles["done"].set_value(f"{requests.completed}")
+
+    def _update_spec_tile(self) -> None:
+        """Speculative decoding: the share of drafted tokens the model accepted."""
+        assert self._latest is not None
+        spec = self._latest.speculative
+        tile = self.tiles["spec"]
+        if not spec.type:
+            tile.set_value("off")
+            tile.caption.setText("speculative decoding · --spec-type / -md")
+            tile.setToolTip("Start the server with --spec-type ngram-simple or a draft model")
+            return
+        rate = spec.acceptance_rate
+        tile.set_value("–" if rate is None else f"{100 * rate:.0f}%")
+        tile.caption.setText(f"drafts accepted · {spec.accepted}/{spec.drafted} tok")
+        tile.setToolTip(
+            f"{spec.type}: {spec.drafts} drafts verified, {spec.draft_ms_avg:.1f} ms drafting "
+            "per step that drafted"
+        )
 
     # One row of tiles needs about this much width; narrower pages get two rows, so a
     # value such as "1234 / 5678 ms" is never cut (at 1280x720 seven tiles had ~110 px).

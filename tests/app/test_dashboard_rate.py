@@ -9,6 +9,7 @@ from pytestqt.qtbot import QtBot
 
 from app.main_window import MainWindow
 from app.pages.dashboard_page import DashboardPage
+from backend.engine.stats_model import SpeculativeStats
 from tests.server.stats_sample import sample_stats
 
 
@@ -46,3 +47,25 @@ def test_ten_hertz_stats_one_redraw_timer(window: MainWindow, qtbot: QtBot) -> N
     # a GPU in the stats shows its curve and name instead of the "no NVIDIA GPU" state
     assert dash.vram_stack.currentWidget() is dash.plots["vram"]
     assert len(dash.curves["vram"][0].xData) == 30
+
+
+def test_the_speculation_tile_shows_the_acceptance_rate(window: MainWindow, qtbot: QtBot) -> None:
+    dash = window.page("dashboard")
+    assert isinstance(dash, DashboardPage)
+    dash.stack.setCurrentIndex(1)
+    window.show_page("dashboard")
+    dash.on_stats(sample_stats(3), received_at=time.monotonic())
+    qtbot.wait(dash.REDRAW_MS + 50)
+    assert dash.tiles["spec"].value.text() == "off"  # a server without --spec-type / -md
+    spec = SpeculativeStats(
+        type="ngram-simple",
+        drafted=200,
+        accepted=150,
+        drafts=40,
+        acceptance_rate=0.75,
+        draft_ms_avg=0.3,
+    )
+    dash.on_stats(sample_stats(4).model_copy(update={"speculative": spec}), time.monotonic())
+    qtbot.wait(dash.REDRAW_MS + 50)
+    assert dash.tiles["spec"].value.text() == "75%"
+    assert "150/200" in dash.tiles["spec"].caption.text()
