@@ -34,6 +34,12 @@ class _Rule:
 
 
 _RULES = (
+    _Rule(  # first: the draft's file name is the user's and may contain any other pattern
+        "bad_draft",
+        re.compile(r"cannot draft for"),
+        "{reason}. Pick a draft model of the served model's family under Speculative "
+        "decoding, or turn speculative decoding off.",
+    ),
     _Rule(
         "oom",
         re.compile(
@@ -76,6 +82,8 @@ _RULES = (
 )
 
 
+# the engine's refusal: "the draft model D cannot draft for M: <why>; speculative decoding ..."
+_DRAFT_RE = re.compile(r"(the draft model .+ cannot draft for .+)$", re.MULTILINE)
 # `quantdesk serve` says "quantdesk: error: cannot listen on HOST:PORT: <strerror>"
 _LISTEN_RE = re.compile(r"cannot listen on \S*:(\d+):")
 
@@ -98,6 +106,10 @@ def explain_exit(
     for rule in _RULES:
         if rule.pattern.search(text):
             message = rule.message
+            if rule.kind == "bad_draft":
+                found = _DRAFT_RE.findall(text)
+                reason = found[-1] if found else "the draft model cannot draft for this model"
+                message = message.format(reason=reason[0].upper() + reason[1:])
             if rule.kind == "bad_setting" and last:
                 message = f"{rule.message}: {last.removeprefix('quantdesk: error: ')}"
             if rule.kind == "port_in_use":
@@ -119,7 +131,8 @@ def failure_title(error: ServerProcessError | None, *, footer: bool = False) -> 
         title, sentence = "Out of memory", "Server ran out of memory"
     elif error is not None and (
         error.while_starting
-        or error.kind in ("launch", "timeout", "model_not_found", "bad_model", "bad_setting")
+        or error.kind
+        in ("launch", "timeout", "model_not_found", "bad_model", "bad_draft", "bad_setting")
     ):
         title, sentence = "Could not start", "Server could not start"
     else:
