@@ -1,5 +1,6 @@
-"""The Server page's model box: the embedded model, the library's files and recent ones, or a
-GGUF opened from disk, with what the file holds written below."""
+"""The Server page's model pickers (the served model and the draft model): the embedded
+model, the library's files and recent ones, or a GGUF opened from disk, with what the file
+holds written below."""
 
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ from PySide6.QtCore import Signal
 from PySide6.QtWidgets import (
     QComboBox,
     QFileDialog,
-    QGroupBox,
     QHBoxLayout,
     QLabel,
     QPushButton,
@@ -25,28 +25,34 @@ from app.workers.thread_worker import ThreadWorker
 log = logging.getLogger(__name__)
 
 
-class ModelPicker(QGroupBox):
-    """A list of models to serve and the chosen one's facts.
+class ModelPicker(QWidget):
+    """A list of models and the chosen one's facts; the page puts it in a box.
 
     ``model_changed()`` when the user picks another model (from the list or a file);
     ``layers_read(n)`` when the shown model's layer count is known. The library is re-read
-    in a thread by :meth:`scan_library`.
+    in a thread by :meth:`scan_library`, and ``library_read(paths)`` hands what was read to
+    another picker (:meth:`set_library`), so the draft picker never reads it twice.
     """
 
     model_changed = Signal()
     layers_read = Signal(int)
+    library_read = Signal(list)
 
-    def __init__(self, settings: AppSettings, parent: QWidget | None = None) -> None:
-        super().__init__("Model", parent)
+    def __init__(
+        self, settings: AppSettings, parent: QWidget | None = None, open_text: str = "Open GGUF…"
+    ) -> None:
+        super().__init__(parent)
         self.settings = settings
         self.scans = 0  # library scans finished
         self._library: list[Path] = []
         self._scan: ThreadWorker | None = None
         v = QVBoxLayout(self)
+        v.setContentsMargins(0, 0, 0, 0)
         row = QHBoxLayout()
         self.combo = QComboBox()
         self.combo.setMinimumWidth(260)
-        self.open_button = QPushButton("Open GGUF…")
+        self.open_button = QPushButton(open_text)
+        self.open_button.setToolTip("Choose a GGUF file on this computer")
         self.open_button.clicked.connect(self._open_gguf)
         row.addWidget(self.combo, 1)
         row.addWidget(self.open_button)
@@ -112,16 +118,18 @@ class ModelPicker(QGroupBox):
         if self._scan is not None:
             return
         scan = ThreadWorker(library_paths)
-        scan.returned.connect(self._on_library)
+        scan.returned.connect(self.set_library)
         scan.errored.connect(lambda message: log.warning("library scan failed: %s", message))
         scan.finished.connect(self._on_scan_done)
         self._scan = scan
         scan.start()
 
-    def _on_library(self, paths: list[Path]) -> None:
+    def set_library(self, paths: list[Path]) -> None:
+        """Offer the library's ``paths`` (keeping the chosen model) and pass them on."""
         self._library = paths
         self.select(self.value())
         self.scans += 1
+        self.library_read.emit(paths)
 
     def _on_scan_done(self) -> None:
         if self._scan is not None:

@@ -1,4 +1,5 @@
-"""Server page: pick a model, set the knobs, see whether it fits, start/stop, copy the endpoint."""
+"""Server page: pick a model, set the knobs (speculative decoding too), see whether it fits,
+start/stop, copy the endpoint."""
 
 from __future__ import annotations
 
@@ -33,6 +34,14 @@ from app.page_models.server_status import (
     port_moved_note,
     serving_detail,
     status_view,
+)
+from app.page_models.speculative_choice import (
+    DRAFT_MODEL_TIP,
+    DRAFT_TOKENS_TIP,
+    SPEC_CHOICES,
+    SpecMode,
+    spec_mode,
+    spec_update,
 )
 from app.pages.server_model_picker import ModelPicker
 from app.pages.server_status_view import EndpointBox, ServerLogBox, StatusBox
@@ -124,8 +133,11 @@ class ServerPage(QWidget):
         lv.setSpacing(12)
         self.model_picker = ModelPicker(settings)
         self.model_picker.model_changed.connect(self._on_knob_changed)
-        lv.addWidget(self.model_picker)
+        model_box = QGroupBox("Model")
+        QVBoxLayout(model_box).addWidget(self.model_picker)
+        lv.addWidget(model_box)
         lv.addWidget(self._build_knobs_box())
+        lv.addWidget(self._build_speculative_box())
         lv.addWidget(self._build_fit_box())
         lv.addWidget(self._build_network_box())
         lv.addStretch(1)
@@ -211,6 +223,68 @@ class ServerPage(QWidget):
             combo.currentIndexChanged.connect(self._on_knob_changed)
         return box
 
+    def _build_speculative_box(self) -> QGroupBox:
+        """Off, n-gram lookup or a draft model (with its picker and draft length), as LM
+        Studio offers it; the draft picker lists what the model picker's scan found."""
+        box = QGroupBox("Speculative decoding")
+        grid = self._spec_grid = QGridLayout(box)
+        grid.setHorizontalSpacing(10)  # four columns in the left column's 540 px
+        grid.setVerticalSpacing(8)
+        self.spec_combo = QComboBox()
+        for i, choice in enumerate(SPEC_CHOICES):
+            self.spec_combo.addItem(choice.label, choice.mode)
+            self.spec_combo.setItemData(i, choice.tooltip, Qt.ItemDataRole.ToolTipRole)
+        self.draft_spin = _knob_spin("draft_max")
+        self.draft_spin.setToolTip(DRAFT_TOKENS_TIP)
+        self.knob_spins["draft_max"] = self.draft_spin
+        self.draft_picker = ModelPicker(self.settings, open_text="Open…")
+        self.draft_picker.combo.setToolTip(DRAFT_MODEL_TIP)
+        self.draft_tokens_label = QLabel("Draft tokens")
+        self.draft_model_label = QLabel("Draft model")
+        # level with the picker's list, not with the middle of list and facts
+        self.draft_model_label.setMinimumHeight(self.draft_picker.combo.sizeHint().height())
+        grid.addWidget(QLabel("Method"), 0, 0)
+        grid.addWidget(self.spec_combo, 0, 1)
+        grid.addWidget(self.draft_tokens_label, 0, 2)
+        grid.addWidget(self.draft_spin, 0, 3)
+        grid.addWidget(self.draft_model_label, 1, 0, Qt.AlignmentFlag.AlignTop)
+        grid.addWidget(self.draft_picker, 1, 1, 1, 3)
+        grid.setColumnStretch(1, 1)
+        self.spec_combo.currentIndexChanged.connect(self._on_spec_mode)
+        self.draft_spin.valueChanged.connect(self._on_knob_changed)
+        self.draft_picker.model_changed.connect(self._on_knob_changed)
+        self.model_picker.library_read.connect(self.draft_picker.set_library)
+        return box
+
+    def spec_mode(self) -> SpecMode:
+        """The speculative-decoding choice shown: 'off', 'ngram' or 'draft'."""
+        mode: SpecMode = self.spec_combo.currentData()
+        return mode
+
+    def set_spec_mode(self, mode: SpecMode) -> None:
+        self.spec_combo.setCurrentIndex(self.spec_combo.findData(mode))
+
+    def _show_spec_mode(self) -> None:
+        """The draft model's row and length only for a draft model; the tooltip says what
+        the shown choice does."""
+        index = self.spec_combo.currentIndex()
+        self.spec_combo.setToolTip(SPEC_CHOICES[index].tooltip if index >= 0 else "")
+        drafting = self.spec_mode() == "draft"
+        # the choice spans the row the draft length leaves empty
+        self._spec_grid.removeWidget(self.spec_combo)
+        self._spec_grid.addWidget(self.spec_combo, 0, 1, 1, 1 if drafting else 3)
+        for widget in (
+            self.draft_tokens_label,
+            self.draft_spin,
+            self.draft_model_label,
+            self.draft_picker,
+        ):
+            widget.setVisible(drafting)
+
+    def _on_spec_mode(self) -> None:
+        self._show_spec_mode()
+        self._on_knob_changed()
+
     def _build_fit_box(self) -> QGroupBox:
         box = QGroupBox("Will it fit?")
         v = QVBoxLayout(box)
@@ -262,6 +336,10 @@ class ServerPage(QWidget):
         self.ctv_combo.setCurrentText(k.cache_type_v)
         self.fa_combo.setCurrentText(k.flash_attn)
         self.kv_layout_combo.setCurrentIndex(0 if k.kv_unified else 1)
+        self.draft_picker.select(k.model_draft or self._remembered_draft())
+        self.draft_spin.setValue(k.draft_max)
+        self.set_spec_mode(spec_mode(k))
+        self._show_spec_mode()
         self.host_edit.setText(k.host)
         self.port_spin.setValue(k.port)
         self.key_edit.setText(k.api_key)
@@ -281,7 +359,14 @@ class ServerPage(QWidget):
             "api_key": self.key_edit.text().strip(),
             "cors_origins": origins,
         }
+        shown |= spec_update(self.settings.server, self.spec_mode(), self.draft_picker.value())
         return self.settings.server.model_copy(update=shown)
+
+    def _remembered_draft(self) -> str:
+        """The draft model picked last, kept while speculative decoding is off (the knobs
+        then name none, since a draft model alone turns it on)."""
+        value = self.settings.pages.get("server", {}).get("draft_model")
+        return value if isinstance(value, str) and value else "default"
 
     def set_model(self, value: str) -> None:
         """Select a model (a path or 'default'), adding it to the list if needed."""
@@ -291,6 +376,7 @@ class ServerPage(QWidget):
         if self._loading:
             return
         self.settings.server = self.knobs()
+        self.settings.pages.setdefault("server", {})["draft_model"] = self.draft_picker.value()
         self._fit_timer.start()
         self._update_endpoint()
         running = self.server.knobs if self.server.state is ServerState.RUNNING else None

@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from app.storage.atomic_file import write_text_atomic
 from backend.settings import quantdesk_home
-from backend.settings.engine_settings import ServingKnobs
+from backend.settings.engine_settings import ServingKnobs, SpeculativeKnobs
 from backend.settings.server_settings import ListenSettings
 
 log = logging.getLogger(__name__)
@@ -24,9 +24,11 @@ log = logging.getLogger(__name__)
 SETTINGS_FILE = "gui-settings.json"
 
 
-class ServerKnobs(ServingKnobs, ListenSettings):
-    """What the Server page starts ``quantdesk serve`` with: the serving knobs and where to
-    listen, as ``serve`` defines them, and the API key from the key box."""
+class ServerKnobs(ServingKnobs, SpeculativeKnobs, ListenSettings):
+    """What the Server page starts ``quantdesk serve`` with: the serving knobs, speculative
+    decoding and where to listen, as ``serve`` defines them, and the API key from the key
+    box. Settings saved before a group of knobs existed load with ``serve``'s defaults for
+    it (speculative decoding off)."""
 
     api_key: str = Field(
         default="",

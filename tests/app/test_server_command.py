@@ -11,11 +11,12 @@ import pytest
 from pytestqt.qtbot import QtBot
 
 from app.page_models.server_command import serve_arguments, serve_environment
+from app.page_models.speculative_choice import SpecMode, spec_update
 from app.storage.app_settings import ServerKnobs
 from app.workers.server_process import ServerState, ServerSupervisor
 from backend.entrypoints.main import build_parser
 from backend.settings import EngineSettings, ServerSettings
-from backend.settings.engine_settings import ServingKnobs
+from backend.settings.engine_settings import ServingKnobs, SpeculativeKnobs
 from backend.settings.flags import settings_from_args
 from backend.settings.server_settings import ListenSettings
 
@@ -56,6 +57,15 @@ def test_serve_gets_every_knob(tmp_path: Path) -> None:
         threads=3,
         kv_unified=True,
         prefix_cache_entries=2,
+        spec_type="ngram-simple,draft-simple",
+        spec_ngram_simple_size_n=8,
+        spec_ngram_simple_size_m=32,
+        spec_ngram_simple_min_hits=2,
+        model_draft="/models/small draft.gguf",
+        draft_max=7,
+        draft_min=2,
+        draft_p_min=0.6,
+        gpu_layers_draft=-1,
         host="::1",
         port=9000,
         cors_origins=["http://a", "http://b"],
@@ -64,9 +74,11 @@ def test_serve_gets_every_knob(tmp_path: Path) -> None:
     argv = serve_arguments(knobs, tmp_path / "port", port=0)
     assert not any("sekret" in arg for arg in argv)  # never on the command line
     engine, server = _served(argv, serve_environment(knobs))
-    assert {n: getattr(engine, n) for n in ServingKnobs.model_fields} == {
-        n: getattr(knobs, n) for n in ServingKnobs.model_fields
-    }
+    for group in (ServingKnobs, SpeculativeKnobs):
+        assert {n: getattr(engine, n) for n in group.model_fields} == {
+            n: getattr(knobs, n) for n in group.model_fields
+        }
+    assert engine.spec_types == ("ngram-simple", "draft-simple")
     assert {n: getattr(server, n) for n in ListenSettings.model_fields} == {
         "host": "::1",
         "port": 0,  # the port the supervisor asked for, not the saved one
@@ -80,9 +92,9 @@ def test_serve_defaults_are_the_knob_defaults(tmp_path: Path) -> None:
     knobs = ServerKnobs()
     argv = serve_arguments(knobs, tmp_path / "port")
     engine, server = _served(argv)
-    assert engine.model_dump(include=set(ServingKnobs.model_fields)) == knobs.model_dump(
-        include=set(ServingKnobs.model_fields)
-    )
+    shared = set(ServingKnobs.model_fields) | set(SpeculativeKnobs.model_fields)
+    assert engine.model_dump(include=shared) == knobs.model_dump(include=shared)
+    assert engine.spec_types == () and engine.model_draft is None  # no speculation by default
     assert server.port == knobs.port == 8080 and server.api_key is None
     assert "--api-key" not in argv
     # an empty box is no key, even when the GUI itself runs with one in its environment
@@ -122,3 +134,21 @@ def test_the_supervisor_hands_the_key_over_in_the_environment(
     assert got["key"] == expected
     assert not any("sekret" in arg for arg in got["argv"]) and "--api-key" not in got["argv"]
     qtbot.waitUntil(lambda: supervisor.state is not ServerState.STARTING, timeout=20_000)
+
+
+@pytest.mark.usefixtures("no_quantdesk_env")
+@pytest.mark.parametrize(
+    ("mode", "types"),
+    [("off", ()), ("ngram", ("ngram-simple",)), ("draft", ("draft-simple",))],
+)
+def test_each_speculative_choice_reaches_serve(
+    tmp_path: Path, mode: SpecMode, types: tuple[str, ...]
+) -> None:
+    """What the Server page's choice sets is what serve runs: off passes no draft model
+    (a draft model alone would turn drafting on)."""
+    saved = ServerKnobs(model_draft="/models/draft.gguf", draft_max=5)
+    knobs = saved.model_copy(update=spec_update(saved, mode, "/models/picked.gguf"))
+    engine, _server = _served(serve_arguments(knobs, tmp_path / "port"))
+    assert engine.spec_types == types == knobs.spec_types
+    assert engine.model_draft == ("/models/picked.gguf" if mode == "draft" else None)
+    assert engine.draft_max == 5

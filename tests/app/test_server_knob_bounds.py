@@ -11,7 +11,7 @@ from app.main_window import MainWindow
 from app.pages.server_page import ServerPage
 from app.storage.app_settings import AppSettings, ServerKnobs
 from backend.settings import EngineSettings
-from backend.settings.engine_settings import ServingKnobs
+from backend.settings.engine_settings import ServingKnobs, SpeculativeKnobs
 
 
 def _declared_bounds(name: str) -> tuple[object, object]:
@@ -29,8 +29,18 @@ def test_spin_ranges_are_the_models_bounds(window: MainWindow) -> None:
         for name, field in ServerKnobs.model_fields.items()
         if field.annotation is int and any(isinstance(m, Le) for m in field.metadata)
     }
-    # every bounded integer knob but the prefix cache (not shown) has a spin box
-    assert bounded_ints - set(page.knob_spins) == {"prefix_cache_entries"}
+    # every bounded integer knob has a spin box but those the page leaves to serve's
+    # defaults (kept at their saved values): the prefix cache, the n-gram lookup's sizes,
+    # the shortest draft worth verifying and the draft model's GPU layers
+    assert bounded_ints - set(page.knob_spins) == {
+        "prefix_cache_entries",
+        "spec_ngram_simple_size_n",
+        "spec_ngram_simple_size_m",
+        "spec_ngram_simple_min_hits",
+        "draft_min",
+        "gpu_layers_draft",
+    }
+    assert "draft_max" in page.knob_spins  # "Draft tokens"
     for name, spin in page.knob_spins.items():
         ge, le = _declared_bounds(name)
         assert spin.minimum() == ge, name
@@ -56,11 +66,12 @@ def test_knobs_the_page_does_not_show_keep_their_values(
 ) -> None:
     page = window.page("server")
     assert isinstance(page, ServerPage)
-    settings.server = settings.server.model_copy(update={"prefix_cache_entries": 3})
+    hidden = {"prefix_cache_entries": 3, "draft_min": 2, "spec_ngram_simple_size_n": 6}
+    settings.server = settings.server.model_copy(update=hidden)
     page.parallel_spin.setValue(3)  # a knob change writes the page's knobs back
     assert settings.server.parallel == 3
-    assert settings.server.prefix_cache_entries == 3
-    assert page.knobs().prefix_cache_entries == 3
+    assert settings.server.model_dump(include=set(hidden)) == hidden
+    assert page.knobs().model_dump(include=set(hidden)) == hidden
 
 
 @pytest.fixture
@@ -82,3 +93,6 @@ def test_a_fresh_page_shows_serves_defaults(nothing_saved: AppSettings, window: 
         if name not in ("model", "gpu_layers"):  # the picker's model; -ngl narrowed to it
             assert getattr(shown, name) == getattr(served, name), name
     assert (shown.ctx_size, shown.parallel) == (16384, 4)
+    assert page.spec_mode() == "off" and not page.draft_picker.isVisibleTo(page)
+    for name in SpeculativeKnobs.model_fields:
+        assert getattr(shown, name) == getattr(served, name), name
