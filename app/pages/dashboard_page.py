@@ -296,12 +296,12 @@ class DashboardPage(QWidget):
         tile = self.tiles["spec"]
         if not spec.type:
             tile.set_value("off")
-            tile.caption.setText("speculative decoding · --spec-type / -md")
+            tile.caption.setText("draft acceptance")
             tile.setToolTip("Start the server with --spec-type ngram-simple or a draft model")
             return
         rate = spec.acceptance_rate
         tile.set_value("–" if rate is None else f"{100 * rate:.0f}%")
-        tile.caption.setText(f"drafts accepted · {spec.accepted}/{spec.drafted} tok")
+        tile.caption.setText(f"accepted · {spec.accepted}/{spec.drafted} tok")
         tile.setToolTip(
             f"{spec.type}: {spec.drafts} drafts verified, {spec.draft_ms_avg:.1f} ms drafting "
             "per step that drafted"
