@@ -226,7 +226,7 @@ class SpeculativeKnobs(BaseModel):
         return names
 
 
-class EngineSettings(BaseSettings, ServingKnobs, SpeculativeKnobs):
+class EngineSettings(BaseSettings, SpeculativeKnobs, ServingKnobs):
     """How the model is loaded and how the scheduler runs it."""
 
     model_config = SettingsConfigDict(env_prefix="QUANTDESK_", extra="ignore")

@@ -126,6 +126,15 @@ def test_generated_command_line_parses_back_to_the_same_settings(
         threads_batch=5,
         max_queue=9,
         seed=42,
+        spec_type="ngram-simple,draft-simple",
+        spec_ngram_simple_size_n=4,
+        spec_ngram_simple_size_m=16,
+        spec_ngram_simple_min_hits=2,
+        model_draft="/models/draft.gguf",
+        draft_max=8,
+        draft_min=1,
+        draft_p_min=0.5,
+        gpu_layers_draft=3,
     )
     server = ServerSettings(
         host="0.0.0.0",
