@@ -410,8 +410,6 @@ class Scheduler:
         rows, accepted = verify_draft(draft, take)
         if draft:
             self.stats.record_draft(len(draft), accepted)
-            if self.speculator is not None:
-                self.speculator.verified(seq, len(draft), accepted)
             if seq.seq_id >= 0 and rows <= len(draft):  # running, part of the draft rejected
                 self.kv.keep(seq.seq_id, seq.n_past)
         return rows

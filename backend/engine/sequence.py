@@ -38,13 +38,10 @@ class Sequence:
     cum_logprob: float = 0.0
     pending_logprobs: list[TokenLogprob] = field(default_factory=list)
     prompt_logprobs: list[TokenLogprob] = field(default_factory=list)
-    # speculative decoding: this step's draft (tokens after ``tokens``, not in it) and
-    # whether n-gram lookup made it, the n-gram index of ``tokens`` and the longest n-gram
-    # draft worth verifying now, and the draft tokens verified / accepted so far
+    # speculative decoding: this step's draft (tokens after ``tokens``, not in it), the
+    # n-gram index of ``tokens``, and the draft tokens verified / accepted so far
     draft: list[int] = field(default_factory=list)
-    draft_from_ngram: bool = False
     ngram: NgramIndex | None = None
-    ngram_cap: int = 0
     draft_n: int = 0
     draft_n_accepted: int = 0
 

@@ -10,7 +10,7 @@ from pydantic import ValidationError
 
 from backend.engine.sequence import Sequence
 from backend.engine.speculative.ngram_draft import NgramIndex
-from backend.engine.speculative.speculator import NGRAM_FIRST_CAP, NGRAM_MIN_CAP, Speculator
+from backend.engine.speculative.speculator import Speculator
 from backend.engine.speculative.verify import verify_draft
 from backend.engine.step_planner import plan_step
 from backend.settings.engine_settings import EngineSettings
@@ -120,26 +120,24 @@ def test_draft_rows_share_the_call_of_decode_rows_per_slot() -> None:
     assert plan.calls == [[(a, 3), (b, 1)], [(long_prompt, 300)]]
 
 
-def test_ngram_drafts_grow_while_accepted_and_shrink_after_a_rejection() -> None:
+def test_draft_length_is_capped_by_size_m_the_request_and_the_room_left() -> None:
     settings = EngineSettings(spec_type="ngram-simple", spec_ngram_simple_size_n=2)
     spec = Speculator(settings, n_ctx_seq=4096)
     seq = _generating(0, [])
     seq.tokens[:] = list(range(100, 200)) * 3  # the answer copies its prompt
     seq.n_past = len(seq.tokens) - 1
-    lengths = []
-    for accept_all in (True, True, True, False, True):
-        spec.propose([seq])
-        assert seq.draft_from_ngram
-        lengths.append(len(seq.draft))
-        spec.verified(seq, len(seq.draft), len(seq.draft) if accept_all else 3)
-    m = settings.spec_ngram_simple_size_m
-    assert lengths == [NGRAM_FIRST_CAP, 2 * NGRAM_FIRST_CAP, m, m, 6]
-    spec.verified(seq, 6, 0)
     spec.propose([seq])
-    assert len(seq.draft) == NGRAM_MIN_CAP
-    seq.request.sampling.draft_n_max = 2  # the request's speculative.n_max
+    assert seq.draft == list(range(100, 100 + settings.spec_ngram_simple_size_m))
+    seq.request.sampling.draft_n_max = 5  # the request's speculative.n_max
     spec.propose([seq])
-    assert len(seq.draft) == 2
+    assert seq.draft == [100, 101, 102, 103, 104]
+    seq.request.sampling.draft_n_min = 6  # a shorter draft is not worth verifying
+    spec.propose([seq])
+    assert seq.draft == []
+    seq.request.sampling.draft_n_max = seq.request.sampling.draft_n_min = None
+    seq.request.max_tokens = seq.completion_tokens + 4  # 3 drafted + the last row's token
+    spec.propose([seq])
+    assert seq.draft == [100, 101, 102]
     seq.request.sampling.draft_n_max = 0
     spec.propose([seq])
     assert seq.draft == []

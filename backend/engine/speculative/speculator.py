@@ -5,13 +5,6 @@ nothing for drafts with the draft model, if there is one. A draft is never longe
 what the sequence may still generate minus one (the last row always gives a token of its
 own), nor than its slot's context has room for, nor than the request's
 ``speculative.n_max``; a draft shorter than ``n_min`` is not worth verifying.
-
-An n-gram draft is a guess from one earlier occurrence, and on a CPU every draft row costs
-about half a decode (the model's compute grows with the rows), so a sequence's n-gram
-drafts start at :data:`NGRAM_FIRST_CAP` tokens, double while they are accepted whole (up
-to ``--spec-ngram-simple-size-m``), and shrink to twice what was accepted after a
-rejection (at least :data:`NGRAM_MIN_CAP`): an answer that copies its prompt soon drafts
-long runs, while prose that repeats a phrase by chance wastes few rows.
 """
 
 from __future__ import annotations
@@ -23,9 +16,6 @@ from backend.engine.speculative.draft_model import DraftModel, DraftRequest
 from backend.engine.speculative.ngram_draft import NgramIndex
 from backend.settings.default_model import resolve_model_path
 from backend.settings.engine_settings import EngineSettings
-
-NGRAM_FIRST_CAP = 16
-NGRAM_MIN_CAP = 4
 
 
 class Speculator:
@@ -77,7 +67,6 @@ class Speculator:
         wanted: list[tuple[Sequence, DraftRequest, int]] = []
         for seq in running:
             seq.draft = []
-            seq.draft_from_ngram = False
             if not seq.generating:
                 continue
             sampling = seq.request.sampling
@@ -93,11 +82,9 @@ class Speculator:
             if self.ngram:
                 if seq.ngram is None:
                     seq.ngram = NgramIndex(self.ngram_n)
-                    seq.ngram_cap = min(NGRAM_FIRST_CAP, self.ngram_m)
-                draft = seq.ngram.draft(seq.tokens, min(room, seq.ngram_cap), self.ngram_min_hits)
+                draft = seq.ngram.draft(seq.tokens, min(room, self.ngram_m), self.ngram_min_hits)
                 if len(draft) >= n_min:
                     seq.draft = draft
-                    seq.draft_from_ngram = True
                     continue
             n_max = min(room, self.draft_max)
             if self.draft_model is not None and n_max >= n_min:
@@ -108,15 +95,6 @@ class Speculator:
             for seq, request, n_min in wanted:
                 if len(request.draft) >= n_min:
                     seq.draft = request.draft
-
-    def verified(self, seq: Sequence, drafted: int, accepted: int) -> None:
-        """``accepted`` of the ``drafted`` tokens of ``seq``'s draft were kept: adapt its
-        n-gram draft length (see the module docstring)."""
-        if seq.draft_from_ngram:
-            if accepted == drafted:
-                seq.ngram_cap = min(2 * seq.ngram_cap, self.ngram_m)
-            else:
-                seq.ngram_cap = min(max(2 * accepted, NGRAM_MIN_CAP), self.ngram_m)
 
     @property
     def uses_draft_model(self) -> bool:
