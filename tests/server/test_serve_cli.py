@@ -128,7 +128,7 @@ def test_generated_command_line_parses_back_to_the_same_settings(
         seed=42,
         spec_type="ngram-simple,draft-simple",
         spec_ngram_simple_size_n=4,
-        spec_ngram_simple_size_m=16,
+        spec_ngram_simple_size_m=24,
         spec_ngram_simple_min_hits=2,
         model_draft="/models/draft.gguf",
         draft_max=8,
