@@ -186,9 +186,7 @@ class EngineStats:
                     drafted=self.spec_drafted,
                     accepted=self.spec_accepted,
                     drafts=self.spec_drafts,
-                    acceptance_rate=(
-                        self.spec_accepted / self.spec_drafted if self.spec_drafted else None
-                    ),
+                    acceptance_rate=self.spec_accepted / max(self.spec_drafted, 1),
                     draft_ms_avg=1000.0 * self.spec_draft_s_total / max(self.spec_draft_steps, 1),
                 ),
                 uptime_s=time.time() - self.started,

@@ -122,9 +122,8 @@ class SpeculativeStats(StatsSection):
     drafts: int = metric_field(
         "Verifications of a draft (one per sequence and step)", "quantdesk_spec_drafts", "counter"
     )
-    acceptance_rate: float | None = metric_field(
-        "Accepted / drafted tokens; null before the first draft",
-        "quantdesk_spec_acceptance_rate",
+    acceptance_rate: float = metric_field(
+        "Accepted / drafted tokens (0 before the first draft)", "quantdesk_spec_acceptance_rate"
     )
     draft_ms_avg: float = metric_field(
         "Mean time spent drafting per step that drafted, ms", "quantdesk_spec_draft_ms_avg"
@@ -133,7 +132,7 @@ class SpeculativeStats(StatsSection):
 
 def _no_speculation() -> SpeculativeStats:
     return SpeculativeStats(
-        type="", drafted=0, accepted=0, drafts=0, acceptance_rate=None, draft_ms_avg=0.0
+        type="", drafted=0, accepted=0, drafts=0, acceptance_rate=0.0, draft_ms_avg=0.0
     )
 
 
