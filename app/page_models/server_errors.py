@@ -44,7 +44,7 @@ _RULES = (
         "oom",
         re.compile(
             r"out of memory|failed to allocate|cudaMalloc failed|unable to allocate|"
-            r"MemoryError|std::bad_alloc|ggml_backend_.*alloc.*failed|OOM|"
+            r"MemoryError|std::bad_alloc|ggml_backend_.*alloc.*failed|\bOOM\b|"
             r"may not fit in memory|could not create a context",
             re.IGNORECASE,
         ),

@@ -64,6 +64,10 @@ def test_explain_exit_in_plain_words() -> None:
     assert missing.kind == "model_not_found"
     other = explain_exit(["something odd happened"], None, True)
     assert other.kind == "crash" and "something odd happened" in str(other)
+    # "oom" inside a word (a BLOOM model, a room) is not out of memory
+    bloom = explain_exit(["loaded bloom-560m.gguf", "Killed: no room left"], None, True)
+    assert bloom.kind == "crash"
+    assert explain_exit(["CUDA error: OOM"], 1, False).kind == "oom"
 
 
 def test_ring_buffer_keeps_the_latest_in_order() -> None:
