@@ -85,8 +85,6 @@ class Engine:
             max_queue=settings.max_queue,
             speculator=self.speculator,
         )
-        if self.speculator is not None:
-            self.scheduler.stats.spec_type = self.speculator.type_name
         self.arrivals = self.scheduler.arrivals
         self.ready = False
         self.created = int(time.time())

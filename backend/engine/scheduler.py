@@ -72,6 +72,8 @@ class Scheduler:
         self.parallel = parallel
         self.max_queue = max_queue
         self.stats = EngineStats()
+        if speculator is not None:
+            self.stats.spec_type = speculator.type_name
         self.arrivals = Arrivals()
         self.arrival_window = ARRIVAL_WINDOW_S
         self._inbox: queue.SimpleQueue[tuple[str, object]] = queue.SimpleQueue()

@@ -27,6 +27,7 @@ import numpy as np
 
 from backend.engine.errors import ModelLoadError
 from backend.engine.model_runtime import ModelRuntime, logits_row
+from backend.engine.sequence import common_prefix
 from backend.llama.backend_init import init_llama_backend
 from backend.settings.engine_settings import EngineSettings
 
@@ -183,7 +184,8 @@ class DraftModel:
                         break
                     keep += 1
             else:
-                keep = _common_prefix(held.source[: held.synced] + held.extra, tokens)
+                held_tokens = held.source[: held.synced] + held.extra
+                keep = common_prefix(_array(held_tokens), _array(tokens))
             keep = min(keep, len(tokens) - 1)
             if keep < held.length:
                 llama_cpp.llama_memory_seq_rm(self.rt.memory, r.seq_id, keep, -1)
@@ -272,9 +274,5 @@ def _set_row(batch: Any, i: int, token: int, pos: int, seq_id: int, logits: bool
     batch.logits[i] = 1 if logits else 0
 
 
-def _common_prefix(a: list[int], b: list[int]) -> int:
-    n = min(len(a), len(b))
-    if n == 0:
-        return 0
-    diff = np.flatnonzero(np.asarray(a[:n], dtype=np.int32) != np.asarray(b[:n], dtype=np.int32))
-    return int(diff[0]) if len(diff) else n
+def _array(tokens: list[int]) -> np.ndarray:
+    return np.asarray(tokens, dtype=np.int32)
