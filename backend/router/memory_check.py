@@ -1,0 +1,71 @@
+"""Will one more model fit? The fit estimate of its file and settings against the budget
+and the free memory of each device, less what the resident models already hold."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from backend.core.units import human_bytes
+from backend.fit.fit_estimate import estimate_fit
+from backend.fit.memory_probe import AvailableMemory
+from backend.gguf_file.gguf_header import read_gguf_header
+from backend.settings import EngineSettings
+
+# A child server is a Python process with FastAPI, uvicorn and llama.cpp loaded before
+# its model takes anything (measured RSS of an idle 'serve' child, model excluded).
+CHILD_OVERHEAD_BYTES = 256 << 20
+
+
+@dataclass(frozen=True)
+class MemoryNeed:
+    """What a model is estimated to take: host RAM and GPU memory."""
+
+    cpu_bytes: int
+    gpu_bytes: int
+
+    @property
+    def total(self) -> int:
+        return self.cpu_bytes + self.gpu_bytes
+
+
+def estimate_need(settings: EngineSettings, memory: AvailableMemory) -> MemoryNeed:
+    """The fit estimate (weights + KV + compute, per device) of ``settings.model`` plus the
+    child process's own overhead."""
+    header = read_gguf_header(settings.model)
+    estimate = estimate_fit(header, settings, memory)
+    return MemoryNeed(estimate.cpu_bytes + CHILD_OVERHEAD_BYTES, estimate.gpu_bytes)
+
+
+def shortfall(
+    need: MemoryNeed,
+    resident: int,
+    budget: int,
+    memory: AvailableMemory,
+    reserve: int,
+) -> str | None:
+    """Why ``need`` does not fit now (None when it does): over the budget with the
+    ``resident`` estimates, or more than a device has free beyond ``reserve``."""
+    if resident + need.total > budget:
+        return (
+            f"it needs {human_bytes(need.total)} but only {human_bytes(max(0, budget - resident))} "
+            f"of the {human_bytes(budget)} memory budget is free"
+        )
+    ram_free = memory.ram_free_bytes - reserve
+    if need.cpu_bytes > ram_free:
+        return (
+            f"it needs {human_bytes(need.cpu_bytes)} of RAM but {human_bytes(max(0, ram_free))} "
+            f"is free (beyond the {human_bytes(reserve)} reserve)"
+        )
+    vram_free = sum(max(0, g.vram_free_bytes - reserve) for g in memory.gpus)
+    if need.gpu_bytes > vram_free:
+        return (
+            f"it needs {human_bytes(need.gpu_bytes)} of GPU memory but {human_bytes(vram_free)} "
+            f"is free (beyond the {human_bytes(reserve)} reserve)"
+        )
+    return None
+
+
+def default_budget(memory: AvailableMemory, reserve: int) -> int:
+    """What is free now, on every device, less the reserve on each."""
+    gpus = sum(max(0, g.vram_free_bytes - reserve) for g in memory.gpus)
+    return max(0, memory.ram_free_bytes - reserve) + gpus

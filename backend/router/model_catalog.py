@@ -1,0 +1,75 @@
+"""Which models the router can serve: the GGUF files of the library, plus the ``-m`` ones.
+
+A request's ``model`` is matched as the single server matches it: the id, the file name or
+its stem, in any case (people type model names into IDE plugin settings by hand).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+from backend.hub.library import ModelLibrary
+from backend.router.errors import UnknownModelError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class CatalogEntry:
+    model_id: str
+    path: Path
+    size_bytes: int
+
+    def names(self) -> set[str]:
+        return {n.casefold() for n in (self.model_id, self.path.name, self.path.stem)}
+
+
+class ModelCatalog:
+    """The servable models by id; rescans the library when asked for a name it lacks."""
+
+    def __init__(self, library: ModelLibrary | None, extra: list[CatalogEntry] | None = None):
+        self._library = library
+        self._extra = list(extra or [])
+        self._entries: dict[str, CatalogEntry] = {}
+        self.refresh()
+
+    def refresh(self) -> None:
+        entries: dict[str, CatalogEntry] = {e.model_id: e for e in self._extra}
+        if self._library is not None:
+            for item in self._library.entries():
+                if item.format != "gguf" or item.error:
+                    continue
+                path = Path(item.path)
+                if item.name not in entries and all(e.path != path for e in self._extra):
+                    entries[item.name] = CatalogEntry(item.name, path, item.size_bytes)
+        self._entries = entries
+
+    def entries(self) -> list[CatalogEntry]:
+        return list(self._entries.values())
+
+    def ids(self) -> list[str]:
+        return list(self._entries)
+
+    def _match(self, model: str) -> CatalogEntry | None:
+        if model in self._entries:
+            return self._entries[model]
+        wanted = model.casefold().removesuffix(".gguf")
+        for entry in self._entries.values():
+            if model.casefold() in entry.names() or wanted in entry.names():
+                return entry
+        return None
+
+    def find(self, model: str | None) -> CatalogEntry:
+        """The entry ``model`` names; a 404 that lists the ids when none does."""
+        if model:
+            entry = self._match(model)
+            if entry is None:
+                self.refresh()  # a model downloaded since the last scan
+                entry = self._match(model)
+            if entry is not None:
+                return entry
+        shown = ", ".join(sorted(self._entries)) or "none"
+        what = f"the model '{model}' does not exist" if model else "the request names no model"
+        raise UnknownModelError(f"{what}; this server serves: {shown}")
