@@ -1,0 +1,52 @@
+"""Every other POST (chat, completions, embeddings, infill, tokenize...) goes to the model
+its body names, loaded on demand; the child answers it, validation included."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from fastapi import APIRouter, Depends, Request
+from starlette.responses import Response
+
+from backend.router.proxy import proxy
+from backend.router.routes.models import pool_of
+from backend.server.auth import require_api_key
+from backend.server.errors import ApiError
+
+router = APIRouter(dependencies=[Depends(require_api_key)])
+
+
+def _model_and_ttl(body: bytes) -> tuple[str | None, float | None, bytes]:
+    """The body's ``model`` and ``ttl`` (seconds, as LM Studio takes it; removed from the
+    body the child sees)."""
+    try:
+        data: Any = json.loads(body) if body else {}
+    except ValueError:
+        raise ApiError(400, "the request body is not valid JSON", code="invalid_request") from None
+    if not isinstance(data, dict):
+        raise ApiError(400, "the request body must be a JSON object", code="invalid_request")
+    model = data.get("model")
+    if model is not None and not isinstance(model, str):
+        raise ApiError(400, "model: must be a string", param="model", code="invalid_request")
+    ttl: float | None = None
+    if "ttl" in data:
+        value = data.pop("ttl")
+        if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+            raise ApiError(400, "ttl: seconds, a number >= 0", param="ttl", code="invalid_value")
+        ttl = float(value)
+        body = json.dumps(data).encode()
+    return model, ttl, body
+
+
+@router.post("/{path:path}", include_in_schema=False)
+async def proxied(path: str, request: Request) -> Response:
+    body = await request.body()
+    model, ttl, body = _model_and_ttl(body)
+    pool = pool_of(request)
+    if not model:
+        loaded = [e for e in pool.resident() if e.state == "loaded"]
+        if len(loaded) == 1:  # one model resident: it answers, as a single server would
+            model = loaded[0].model_id
+    model_id = pool.entry(model).model_id
+    return await proxy(request, pool, request.app.state.upstream, model_id, body, ttl)

@@ -1,0 +1,245 @@
+"""The router over HTTP with real clients: two models streaming at once through the
+OpenAI SDK, one model's server killed while the other streams on, llama-server's
+model-management routes, labelled stats and metrics."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import openai
+import psutil
+import pytest
+from openai import OpenAI
+
+from backend.hub.library import ModelLibrary
+from backend.router.model_catalog import ModelCatalog
+from backend.router.runner import RouterHandle
+from backend.settings import EngineSettings, RouterSettings, ServerSettings
+from backend.settings.model_settings_store import ModelSettingsStore
+from tests.router.conftest import CHILD_DEFAULTS, EMBEDDED
+from tests.server.conftest import child_base_url, wait_healthy
+
+pytestmark = pytest.mark.model
+
+SERVE = [sys.executable, "-m", "backend.entrypoints.main", "serve", "--port", "0"]
+SMALL = ["-c", "512", "-np", "1", "-t", "1"]
+MESSAGES = [{"role": "user", "content": "Tell me a long story about a lighthouse."}]
+
+
+@pytest.fixture
+def start_router(
+    library: ModelLibrary, isolated_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Callable[..., RouterHandle]]:
+    for name in [n for n in os.environ if n.startswith("QUANTDESK_") and n != "QUANTDESK_HOME"]:
+        monkeypatch.delenv(name)
+    started: list[RouterHandle] = []
+
+    def start(**router: Any) -> RouterHandle:
+        handle = RouterHandle(
+            ModelCatalog(library),
+            EngineSettings(**CHILD_DEFAULTS),
+            ServerSettings(port=0),
+            RouterSettings(**router),
+            store=ModelSettingsStore(isolated_home / "model_settings.json"),
+            workdir=isolated_home / f"router-{len(started)}",
+        )
+        handle.start_thread()
+        started.append(handle)
+        wait_healthy(handle.base_url)
+        return handle
+
+    yield start
+    for handle in started:
+        handle.stop()
+
+
+def _client(handle: RouterHandle) -> OpenAI:
+    return OpenAI(base_url=f"{handle.base_url}/v1", api_key="unused", max_retries=0)
+
+
+def _models(handle: RouterHandle, path: str = "/v1/models") -> dict[str, dict[str, Any]]:
+    data = httpx.get(f"{handle.base_url}{path}", timeout=30).json()["data"]
+    return {card["id"]: card for card in data}
+
+
+def test_two_models_stream_at_once(start_router: Callable[..., RouterHandle]) -> None:
+    router = start_router()
+    client = _client(router)
+    assert {c["status"]["value"] for c in _models(router).values()} == {"unloaded"}
+    texts: dict[str, list[str]] = {"alpha": [], "beta": []}
+    ids: dict[str, set[str]] = {"alpha": set(), "beta": set()}
+
+    def stream(model: str) -> None:
+        for chunk in client.chat.completions.create(
+            model=model, messages=MESSAGES, max_tokens=24, temperature=0, stream=True
+        ):  # type: ignore[call-overload]
+            ids[model].add(chunk.model)
+            if chunk.choices and chunk.choices[0].delta.content:
+                texts[model].append(chunk.choices[0].delta.content)
+
+    threads = [threading.Thread(target=stream, args=(m,)) for m in texts for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert all(texts.values()), texts
+    assert ids == {"alpha": {"alpha"}, "beta": {"beta"}}
+    cards = _models(router)
+    for model in ("alpha", "beta"):
+        assert cards[model]["status"]["value"] == "loaded"
+        assert cards[model]["memory_bytes"] > 0
+        assert router.pool.entry(model).loads == 1
+    assert cards[EMBEDDED]["status"]["value"] == "unloaded"
+    assert _models(router, "/models")["beta"]["status"] == {"value": "loaded"}
+    # each model's health, stats and metrics, labelled
+    assert httpx.get(f"{router.base_url}/health", params={"model": "alpha"}).status_code == 200
+    r = httpx.get(f"{router.base_url}/health", params={"model": EMBEDDED})
+    assert (r.status_code, r.json()["status"]) == (503, "unloaded")
+    stats = httpx.get(f"{router.base_url}/v1/stats", timeout=30).json()["data"]
+    assert {s["model"]["id"] for s in stats} == {"alpha", "beta"}
+    one = httpx.get(f"{router.base_url}/v1/stats", params={"model": "beta"}, timeout=30).json()
+    assert one["model"]["id"] == "beta" and one["requests"]["completed"] == 2
+    metrics = httpx.get(f"{router.base_url}/metrics", timeout=30).text
+    assert 'quantdesk_requests_completed_total{model="alpha"} 2.0' in metrics
+    assert 'quantdesk_requests_completed_total{model="beta"} 2.0' in metrics
+    assert metrics.count("# TYPE quantdesk_requests_completed_total counter") == 1
+
+
+def test_killing_one_model_leaves_the_other_streaming(
+    start_router: Callable[..., RouterHandle],
+) -> None:
+    router = start_router()
+    client = _client(router)
+    first_chunk = {m: threading.Event() for m in ("alpha", "beta")}
+    killed = threading.Event()
+    after_kill: dict[str, int] = {"alpha": 0, "beta": 0}
+    finish: dict[str, str | None] = {}
+    errors: dict[str, BaseException] = {}
+
+    def stream(model: str) -> None:
+        try:
+            for chunk in client.chat.completions.create(
+                model=model,
+                messages=MESSAGES,
+                max_tokens=160,
+                temperature=0,
+                stream=True,
+                extra_body={"ignore_eos": True},
+            ):  # type: ignore[call-overload]
+                first_chunk[model].set()
+                if killed.is_set():
+                    after_kill[model] += 1
+                if chunk.choices and chunk.choices[0].finish_reason:
+                    finish[model] = chunk.choices[0].finish_reason
+        except openai.APIError as exc:
+            errors[model] = exc
+        finally:
+            first_chunk[model].set()
+
+    threads = {m: threading.Thread(target=stream, args=(m,)) for m in first_chunk}
+    for t in threads.values():
+        t.start()
+    for event in first_chunk.values():
+        event.wait(timeout=300)
+    child = router.pool.entry("alpha").child
+    assert child is not None
+    os.kill(child.pid, signal.SIGKILL)
+    killed.set()
+    for t in threads.values():
+        t.join(timeout=300)
+    # alpha's stream ends with an OpenAI-shaped error; beta's runs to its end
+    assert "alpha" in errors and "stopped while answering" in str(errors["alpha"])
+    assert "beta" not in errors and finish.get("beta") == "length"
+    assert after_kill["beta"] > 0
+    assert _models(router)["alpha"]["status"]["value"] == "failed"
+    # the next request loads alpha again
+    answer = client.chat.completions.create(model="alpha", messages=MESSAGES, max_tokens=4)
+    assert answer.model == "alpha" and router.pool.entry("alpha").loads == 2
+
+
+def test_model_management_routes(start_router: Callable[..., RouterHandle]) -> None:
+    router = start_router(models_autoload=False)
+    client = _client(router)
+    with pytest.raises(openai.NotFoundError) as info:
+        client.chat.completions.create(model="gamma", messages=MESSAGES, max_tokens=4)
+    assert info.value.code == "model_not_found" and "alpha" in info.value.message
+    with pytest.raises(openai.NotFoundError) as info:
+        client.chat.completions.create(model="alpha", messages=MESSAGES, max_tokens=4)
+    assert info.value.code == "model_not_loaded"
+    r = httpx.post(f"{router.base_url}/models/load", json={"model": "alpha"}, timeout=300)
+    assert r.status_code == 200 and r.json()["success"] is True
+    answer = client.chat.completions.create(model="ALPHA.gguf", messages=MESSAGES, max_tokens=4)
+    assert answer.model == "alpha"
+    # requests without a model reach the one resident model, as with a single server
+    r = httpx.post(f"{router.base_url}/tokenize", json={"content": "hello world"}, timeout=30)
+    assert r.status_code == 200 and r.json()["tokens"]
+    r = httpx.post(f"{router.base_url}/models/unload", json={"model": "alpha"}, timeout=60)
+    assert r.status_code == 200 and _models(router)["alpha"]["status"]["value"] == "unloaded"
+    r = httpx.post(f"{router.base_url}/models/load", json={"model": "nope"}, timeout=30)
+    assert r.status_code == 404 and r.json()["error"]["code"] == "model_not_found"
+
+
+def test_eight_first_requests_over_http_cause_one_load(
+    start_router: Callable[..., RouterHandle],
+) -> None:
+    router = start_router()
+    client = _client(router)
+    results: list[str] = []
+
+    def ask() -> None:
+        answer = client.completions.create(model="beta", prompt="Once upon", max_tokens=4)
+        results.append(answer.model)
+
+    threads = [threading.Thread(target=ask) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results == ["beta"] * 8
+    assert router.pool.entry("beta").loads == 1
+
+
+def test_serve_with_two_models_preloads_and_pins_them(
+    library: ModelLibrary, tmp_path: Path, smollm2_path: Path
+) -> None:
+    port_file = tmp_path / "port"
+    log_path = tmp_path / "serve.log"
+    lib = ["--models-dir", str(library.root)]
+    with log_path.open("w") as out:
+        proc = subprocess.Popen(
+            [*SERVE, "-m", "default", "-m", "alpha", "--port-file", str(port_file), *SMALL, *lib],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+        try:
+            base = child_base_url(proc, port_file)  # type: ignore[arg-type]
+            wait_healthy(base)
+            cards: dict[str, Any] = {}
+            while not cards or any(cards[m]["status"]["value"] != "loaded" for m in cards):
+                assert proc.poll() is None, log_path.read_text()
+                data = httpx.get(f"{base}/v1/models", timeout=30).json()["data"]
+                cards = {c["id"]: c for c in data if c["id"] in (EMBEDDED, "alpha")}
+                time.sleep(0.2)
+            assert all(card["pinned"] for card in cards.values())
+            assert _models_of(base)["beta"]["status"]["value"] == "unloaded"
+            children = psutil.Process(proc.pid).children()
+            assert len(children) == 2
+        finally:
+            proc.terminate()
+            proc.wait(timeout=60)
+    # stopping the router stops its models' servers
+    _, alive = psutil.wait_procs(children, timeout=30)
+    assert alive == []
+
+
+def _models_of(base: str) -> dict[str, dict[str, Any]]:
+    return {c["id"]: c for c in httpx.get(f"{base}/v1/models", timeout=30).json()["data"]}
