@@ -11,9 +11,10 @@ from backend.fit.memory_probe import AvailableMemory
 from backend.gguf_file.gguf_header import read_gguf_header
 from backend.settings import EngineSettings
 
-# A child server is a Python process with FastAPI, uvicorn and llama.cpp loaded before
-# its model takes anything (measured RSS of an idle 'serve' child, model excluded).
-CHILD_OVERHEAD_BYTES = 256 << 20
+# A child server is a Python process with FastAPI, uvicorn and llama.cpp loaded before its
+# model takes anything: the imports alone measured 75 MiB RSS; a child serving SmolLM2-135M
+# (-c 512 -np 1, fit estimate 201 MiB) measured 113-218 MiB in all (tests/router/test_idle_ttl.py).
+CHILD_OVERHEAD_BYTES = 128 << 20
 
 
 @dataclass(frozen=True)

@@ -246,13 +246,17 @@ class ModelPool:
         return entry
 
     async def _stop(self, entry: PoolEntry) -> None:
+        """Stop the entry's child and wait for it to exit. Requests that arrive meanwhile
+        find no child and wait for a fresh load, which starts only after this exit."""
         child, entry.child = entry.child, None
-        entry.state, entry.need = "unloaded", None
         if entry._watch is not None:
             entry._watch.cancel()
             entry._watch = None
         if child is not None:
             await child.stop()
+        if entry._loading is None:  # else a request already wants it back: "loading"
+            entry.state = "unloaded"
+        entry.need = None
 
     def _child_exited(self, child: ChildServer) -> None:
         """A child ended on its own (crash, abort, OOM kill): its model is failed, and the
