@@ -43,11 +43,11 @@ def start_router(
         monkeypatch.delenv(name)
     started: list[RouterHandle] = []
 
-    def start(**router: Any) -> RouterHandle:
+    def start(api_key: str | None = None, **router: Any) -> RouterHandle:
         handle = RouterHandle(
             ModelCatalog(library),
             EngineSettings(**CHILD_DEFAULTS),
-            ServerSettings(port=0),
+            ServerSettings(port=0, api_key=api_key),
             RouterSettings(**router),
             store=ModelSettingsStore(isolated_home / "model_settings.json"),
             workdir=isolated_home / f"router-{len(started)}",
@@ -62,8 +62,19 @@ def start_router(
         handle.stop()
 
 
-def _client(handle: RouterHandle) -> OpenAI:
-    return OpenAI(base_url=f"{handle.base_url}/v1", api_key="unused", max_retries=0)
+@pytest.fixture
+def q8_model(library: ModelLibrary, smollm2_path: Path) -> str:
+    """A Q8_0 requantised from the embedded Q4_1, in the library: another id, other weights."""
+    from quantize.quantizer import quantize_gguf
+
+    result = quantize_gguf(
+        smollm2_path, "Q8_0", library.root, allow_requantize=True, threads=2, model_name="smol"
+    )
+    return result.path.name.removesuffix(".gguf")
+
+
+def _client(handle: RouterHandle, api_key: str = "unused") -> OpenAI:
+    return OpenAI(base_url=f"{handle.base_url}/v1", api_key=api_key, max_retries=0)
 
 
 def _models(handle: RouterHandle, path: str = "/v1/models") -> dict[str, dict[str, Any]]:
@@ -71,12 +82,15 @@ def _models(handle: RouterHandle, path: str = "/v1/models") -> dict[str, dict[st
     return {card["id"]: card for card in data}
 
 
-def test_two_models_stream_at_once(start_router: Callable[..., RouterHandle]) -> None:
+def test_a_q4_1_and_a_q8_0_stream_at_once(
+    start_router: Callable[..., RouterHandle], q8_model: str
+) -> None:
     router = start_router()
     client = _client(router)
     assert {c["status"]["value"] for c in _models(router).values()} == {"unloaded"}
-    texts: dict[str, list[str]] = {"alpha": [], "beta": []}
-    ids: dict[str, set[str]] = {"alpha": set(), "beta": set()}
+    beta = q8_model
+    texts: dict[str, list[str]] = {"alpha": [], beta: []}
+    ids: dict[str, set[str]] = {"alpha": set(), beta: set()}
 
     def stream(model: str) -> None:
         for chunk in client.chat.completions.create(
@@ -92,25 +106,26 @@ def test_two_models_stream_at_once(start_router: Callable[..., RouterHandle]) ->
     for t in threads:
         t.join()
     assert all(texts.values()), texts
-    assert ids == {"alpha": {"alpha"}, "beta": {"beta"}}
+    assert ids == {"alpha": {"alpha"}, beta: {beta}}
     cards = _models(router)
-    for model in ("alpha", "beta"):
+    for model in ("alpha", beta):
         assert cards[model]["status"]["value"] == "loaded"
         assert cards[model]["memory_bytes"] > 0
         assert router.pool.entry(model).loads == 1
     assert cards[EMBEDDED]["status"]["value"] == "unloaded"
-    assert _models(router, "/models")["beta"]["status"] == {"value": "loaded"}
+    assert _models(router, "/models")[beta]["status"] == {"value": "loaded"}
+    assert cards[beta]["memory_bytes"] > cards["alpha"]["memory_bytes"]  # 8-bit weights
     # each model's health, stats and metrics, labelled
     assert httpx.get(f"{router.base_url}/health", params={"model": "alpha"}).status_code == 200
     r = httpx.get(f"{router.base_url}/health", params={"model": EMBEDDED})
     assert (r.status_code, r.json()["status"]) == (503, "unloaded")
     stats = httpx.get(f"{router.base_url}/v1/stats", timeout=30).json()["data"]
-    assert {s["model"]["id"] for s in stats} == {"alpha", "beta"}
-    one = httpx.get(f"{router.base_url}/v1/stats", params={"model": "beta"}, timeout=30).json()
-    assert one["model"]["id"] == "beta" and one["requests"]["completed"] == 2
+    assert {s["model"]["id"] for s in stats} == {"alpha", beta}
+    one = httpx.get(f"{router.base_url}/v1/stats", params={"model": beta}, timeout=30).json()
+    assert one["model"]["id"] == beta and one["requests"]["completed"] == 2
     metrics = httpx.get(f"{router.base_url}/metrics", timeout=30).text
     assert 'quantdesk_requests_completed_total{model="alpha"} 2.0' in metrics
-    assert 'quantdesk_requests_completed_total{model="beta"} 2.0' in metrics
+    assert f'quantdesk_requests_completed_total{{model="{beta}"}} 2.0' in metrics
     assert metrics.count("# TYPE quantdesk_requests_completed_total counter") == 1
 
 
@@ -243,3 +258,47 @@ def test_serve_with_two_models_preloads_and_pins_them(
 
 def _models_of(base: str) -> dict[str, dict[str, Any]]:
     return {c["id"]: c for c in httpx.get(f"{base}/v1/models", timeout=30).json()["data"]}
+
+
+def _cancelled(router: RouterHandle, model: str) -> tuple[int, int]:
+    stats = httpx.get(f"{router.base_url}/v1/stats", params={"model": model}, timeout=30).json()
+    return stats["requests"]["cancelled"], stats["requests"]["running"]
+
+
+def test_a_client_that_leaves_cancels_the_models_sequence(
+    start_router: Callable[..., RouterHandle],
+) -> None:
+    router = start_router()
+    router.pool.store.set("alpha", {"ctx_size": 8192, "parallel": 1})  # room for a long answer
+    body = {"model": "alpha", "messages": MESSAGES, "max_tokens": 6000, "ignore_eos": True}
+    with httpx.stream(
+        "POST", f"{router.base_url}/v1/chat/completions", json={**body, "stream": True}, timeout=300
+    ) as r:
+        lines = r.iter_lines()
+        assert next(lines).startswith("data: ")
+    while _cancelled(router, "alpha") != (1, 0):  # the child cancelled the stream's sequence
+        time.sleep(0.1)
+    # a non-streamed answer comes whole: leaving before it drops the upstream request too
+    with pytest.raises(httpx.ReadTimeout):
+        httpx.post(f"{router.base_url}/v1/chat/completions", json=body, timeout=3)
+    while _cancelled(router, "alpha") != (2, 0):
+        time.sleep(0.1)
+    assert router.pool.entry("alpha").in_flight == 0
+
+
+def test_the_router_asks_for_its_key(start_router: Callable[..., RouterHandle]) -> None:
+    router = start_router(api_key="sk-router")
+    with pytest.raises(openai.AuthenticationError):
+        _client(router).chat.completions.create(model="alpha", messages=MESSAGES, max_tokens=4)
+    assert router.pool.entry("alpha").loads == 0  # nothing loads for a client without the key
+    r = httpx.post(f"{router.base_url}/models/load", json={"model": "alpha"}, timeout=30)
+    assert r.status_code == 401
+    answer = _client(router, "sk-router").chat.completions.create(
+        model="alpha", messages=MESSAGES, max_tokens=4
+    )
+    assert answer.model == "alpha"
+    # the model's own server, on loopback, takes only the router's key for it
+    child = router.pool.entry("alpha").child
+    assert child is not None
+    r = httpx.get(f"{child.base_url}/v1/models", headers={"Authorization": "Bearer sk-router"})
+    assert r.status_code == 401
