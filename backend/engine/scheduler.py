@@ -376,6 +376,9 @@ class Scheduler:
         if rc != 0:
             self._decode_failed(rc, plan)
             return None
+        if self.speculator is not None and len(logits_at) == len(plan) and not prompt_tokens:
+            # generating sequences only: a measure of what draft rows cost
+            self.speculator.observe_decode([n for _, n in plan], decode_s)
         t_samp = time.perf_counter()
         for seq, row, rows in scored:
             self.logprobs.score_prompt(seq, row, rows)
@@ -412,6 +415,8 @@ class Scheduler:
         rows, accepted = verify_draft(draft, take)
         if draft:
             self.stats.record_draft(len(draft), accepted)
+            if self.speculator is not None:
+                self.speculator.record(seq, len(draft), accepted)
             if seq.seq_id >= 0 and rows <= len(draft):  # running, part of the draft rejected
                 self.kv.keep(seq.seq_id, seq.n_past)
         return rows

@@ -8,6 +8,7 @@ import numpy as np
 
 from backend.engine.request_types import GenerationRequest, TokenLogprob
 from backend.engine.sampler_chain import SamplerChain
+from backend.engine.speculative.draft_policy import Acceptance
 from backend.engine.speculative.ngram_draft import NgramIndex
 from backend.engine.stop_detector import StopDetector
 
@@ -44,6 +45,9 @@ class Sequence:
     ngram: NgramIndex | None = None
     draft_n: int = 0
     draft_n_accepted: int = 0
+    # which drafter made ``draft`` ("ngram" or "model"), and how this sequence's drafts fared
+    draft_source: str = "ngram"
+    acceptance: Acceptance = field(default_factory=Acceptance)
 
     @property
     def remaining(self) -> int:

@@ -155,10 +155,10 @@ class SpeculativeKnobs(BaseModel):
         description="ngram-simple: length of the lookup n-gram (the last tokens to find earlier)",
         json_schema_extra={"flags": ["--spec-ngram-simple-size-n"]},
     )
-    # llama.cpp drafts up to 48; on a CPU every draft row costs about half a decode, and
-    # 16 measured best for both an edit (1.44x) and a story (1.03x) (48: 1.46x, 0.98x)
+    # llama.cpp's 48: the draft policy (backend/engine/speculative/draft_policy.py) verifies
+    # only as much of a draft as its measured row cost and acceptance say pays
     spec_ngram_simple_size_m: int = Field(
-        default=16,
+        default=48,
         ge=1,
         le=1024,
         description="ngram-simple: most tokens drafted after a match",

@@ -4,15 +4,29 @@ n-gram lookup comes first, as in llama.cpp (it costs a dict lookup); a sequence 
 nothing for drafts with the draft model, if there is one. A draft is never longer than
 what the sequence may still generate minus one (the last row always gives a token of its
 own), nor than its slot's context has room for, nor than the request's
-``speculative.n_max``; a draft shorter than ``n_min`` is not worth verifying.
+``speculative.n_max``; a draft shorter than ``n_min`` is not worth verifying. Of what the
+drafters offer, :mod:`~backend.engine.speculative.draft_policy` keeps the lengths that
+are expected to pay for their rows, from the measured decode cost and each sequence's
+acceptance so far.
 """
 
 from __future__ import annotations
+
+import llama_cpp
 
 from backend.core.errors import ConfigError
 from backend.engine.model_runtime import ModelRuntime
 from backend.engine.sequence import Sequence
 from backend.engine.speculative.draft_model import DraftModel, DraftRequest
+from backend.engine.speculative.draft_policy import (
+    EVIDENCE_DECAY,
+    FIRST_RATE,
+    Acceptance,
+    Candidate,
+    DecodeCost,
+    calibrate,
+    choose_lengths,
+)
 from backend.engine.speculative.ngram_draft import NgramIndex
 from backend.settings.default_model import resolve_model_path
 from backend.settings.engine_settings import EngineSettings
@@ -34,6 +48,12 @@ class Speculator:
         self.draft_min = settings.draft_min
         self.p_min = settings.draft_p_min
         self.n_ctx_seq = n_ctx_seq
+        self.per_slot = not settings.kv_unified
+        # set by calibrate(); until then (tests that drive a bare speculator) every draft
+        # is verified whole, as llama.cpp does
+        self.cost: DecodeCost | None = None
+        # every sequence's record by drafter: where a new sequence's acceptance starts
+        self.acceptance = {"ngram": Acceptance(), "model": Acceptance()}
 
     @classmethod
     def create(cls, settings: EngineSettings, runtime: ModelRuntime) -> Speculator | None:
@@ -50,7 +70,10 @@ class Speculator:
                 )
             path = resolve_model_path(settings.model_draft)
             draft_model = DraftModel(path, settings, runtime)
-        return cls(settings, runtime.n_ctx_seq, draft_model)
+        speculator = cls(settings, runtime.n_ctx_seq, draft_model)
+        bos = llama_cpp.llama_vocab_bos(runtime.vocab)
+        speculator.cost = calibrate(runtime.ctx, runtime.memory, runtime.n_ctx_seq, max(bos, 0))
+        return speculator
 
     @property
     def type_name(self) -> str:
@@ -64,11 +87,14 @@ class Speculator:
     def propose(self, running: list[Sequence]) -> None:
         """Set ``draft`` of every running sequence: the tokens to verify after its last
         one this step (empty for a sequence that doesn't speculate now)."""
+        offers: list[tuple[Sequence, list[int], int]] = []  # (sequence, draft, n_min)
         wanted: list[tuple[Sequence, DraftRequest, int]] = []
+        n_plain = 0
         for seq in running:
             seq.draft = []
             if not seq.generating:
                 continue
+            n_plain += 1
             sampling = seq.request.sampling
             room = min(
                 seq.request.max_tokens - seq.completion_tokens - 1,
@@ -84,7 +110,8 @@ class Speculator:
                     seq.ngram = NgramIndex(self.ngram_n)
                 draft = seq.ngram.draft(seq.tokens, min(room, self.ngram_m), self.ngram_min_hits)
                 if len(draft) >= n_min:
-                    seq.draft = draft
+                    seq.draft_source = "ngram"
+                    offers.append((seq, draft, n_min))
                     continue
             n_max = min(room, self.draft_max)
             if self.draft_model is not None and n_max >= n_min:
@@ -94,7 +121,42 @@ class Speculator:
             self.draft_model.draft([request for _, request, _ in wanted])
             for seq, request, n_min in wanted:
                 if len(request.draft) >= n_min:
-                    seq.draft = request.draft
+                    seq.draft_source = "model"
+                    offers.append((seq, request.draft, n_min))
+        if not offers:
+            return
+        if self.cost is None:
+            for seq, draft, _ in offers:
+                seq.draft = draft
+            return
+        candidates = [
+            Candidate(len(draft), self.acceptance_rate(seq), n_min) for seq, draft, n_min in offers
+        ]
+        lengths = choose_lengths(
+            candidates, n_plain - len(offers), self.cost, per_slot=self.per_slot
+        )
+        for (seq, draft, _), n in zip(offers, lengths, strict=True):
+            seq.draft = draft[:n]
+            if n == 0:
+                seq.acceptance.fade(EVIDENCE_DECAY)
+
+    def acceptance_rate(self, seq: Sequence) -> float:
+        """The chance that ``seq``'s next drafted token is accepted: its own record, starting
+        from what every sequence's drafts from the same drafter have had."""
+        source = seq.draft_source
+        overall = self.acceptance[source].rate(FIRST_RATE[source])
+        return seq.acceptance.rate(overall)
+
+    def record(self, seq: Sequence, drafted: int, accepted: int) -> None:
+        """``seq`` verified a draft of ``drafted`` tokens and kept ``accepted``."""
+        seq.acceptance.record(drafted, accepted, EVIDENCE_DECAY)
+        self.acceptance[seq.draft_source].record(drafted, accepted, 0.99)
+
+    def observe_decode(self, rows: list[int], seconds: float) -> None:
+        """A call of generating sequences only, ``rows[s]`` rows each, took ``seconds``: a
+        single pass (unified cache, or equal rows per slot) keeps the cost figures current."""
+        if self.cost is not None and (not self.per_slot or min(rows) == max(rows)):
+            self.cost.observe(sum(rows), seconds)
 
     @property
     def uses_draft_model(self) -> bool:

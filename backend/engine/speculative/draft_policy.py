@@ -1,0 +1,203 @@
+"""How many draft tokens each sequence verifies this step: as many as pay for themselves.
+
+A draft row costs decode time whether its token is accepted or not, and what a row costs
+depends on the hardware and on the batch: one stream on a memory-bound GPU verifies 16 rows
+nearly for the price of one, while 16 streams on a CPU are already compute-bound and every
+extra row costs its full share. So the length is chosen per step, to maximise the step's
+expected tokens per second:
+
+- **cost**: :class:`DecodeCost`, the seconds of one ``llama_decode`` pass over ``r`` rows,
+  measured once at start (:func:`calibrate`) and kept current from every step's decodes;
+- **gain**: a draft token counts only if it and every token before it are accepted. With
+  a sequence's acceptance rate ``p`` (:class:`Acceptance`, per sequence, starting from the
+  rate all sequences have seen), token ``i`` of its draft is worth ``p**i`` expected tokens;
+- **passes**: with a KV stream per slot, llama.cpp cuts a call into micro-batches of equal
+  rows per slot, so every distinct draft length adds one pass over the weights. Lengths
+  are therefore equalised: all drafting sequences verify the same ``k`` tokens, or their
+  whole draft when it is shorter, whichever of the two costs less per expected token.
+
+Without a draft (no n-gram match, no draft model) nothing is evaluated, so plain text pays
+only the n-gram lookup.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import time
+from dataclasses import dataclass
+
+import llama_cpp
+
+log = logging.getLogger(__name__)
+
+# Row counts measured at start, and the lengths the policy considers besides the drafts' own.
+CALIBRATION_ROWS = (1, 2, 4, 8, 16, 32, 64)
+CANDIDATE_LENGTHS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
+# Weight of a new measurement in a row count's running mean.
+COST_EMA = 0.1
+# Acceptance: the rate a new sequence starts from counts as this many drafted tokens;
+# a sequence's own evidence fades with this factor per verified or declined draft.
+PRIOR_WEIGHT = 4.0
+EVIDENCE_DECAY = 0.9
+# Where each drafter's overall rate starts, before any draft was verified: an n-gram match
+# of 12 tokens is usually continued (0.89 on the edit benchmark), and the draft model
+# stops at tokens it gives less than --draft-p-min (0.75).
+FIRST_RATE = {"ngram": 0.8, "model": 0.75}
+
+
+class DecodeCost:
+    """Seconds of one decode pass over ``rows`` rows (logits on every row), interpolated
+    linearly between measured row counts and extrapolated past the largest."""
+
+    def __init__(self, points: dict[int, float]) -> None:
+        if not points:
+            raise ValueError("DecodeCost needs at least one measurement")
+        self._rows: list[int] = sorted(points)
+        self._secs: list[float] = [points[r] for r in self._rows]
+
+    def seconds(self, rows: int) -> float:
+        xs, ys = self._rows, self._secs
+        if rows <= xs[0]:
+            return ys[0] * rows / xs[0] if xs[0] > 1 else ys[0]
+        i = bisect.bisect_left(xs, rows)
+        if i < len(xs) and xs[i] == rows:
+            return ys[i]
+        if i == len(xs):  # past the largest: the slope of the last segment
+            i -= 1
+        x0, x1, y0, y1 = xs[i - 1], xs[i], ys[i - 1], ys[i]
+        return y0 + (y1 - y0) * (rows - x0) / (x1 - x0)
+
+    def observe(self, rows: int, seconds: float) -> None:
+        """A decode pass of ``rows`` rows took ``seconds``: move that row count's figure
+        towards it (a new row count becomes a point of its own)."""
+        if rows <= 0 or seconds <= 0:
+            return
+        i = bisect.bisect_left(self._rows, rows)
+        if i < len(self._rows) and self._rows[i] == rows:
+            self._secs[i] += COST_EMA * (seconds - self._secs[i])
+        elif len(self._rows) < 64:
+            self._rows.insert(i, rows)
+            self._secs.insert(i, seconds)
+
+    def of_call(self, rows: list[int], per_slot: bool) -> float:
+        """Seconds of one call with ``rows[s]`` rows for sequence ``s``: one pass over all of
+        them, or, with a stream per slot, one pass per distinct row count (llama.cpp's
+        ``split_equal``), each over the rows every sequence still has at that level."""
+        if not per_slot:
+            return self.seconds(sum(rows))
+        total = 0.0
+        done = 0
+        left = len(rows)
+        for level in sorted(rows):
+            if level > done:
+                total += self.seconds(left * (level - done))
+                done = level
+            left -= 1
+        return total
+
+
+@dataclass
+class Acceptance:
+    """A drafter's record: how often a drafted token is accepted, given the ones before it
+    were (a draft of ``k`` with ``j`` accepted is ``j`` hits and, if ``j < k``, one miss)."""
+
+    hits: float = 0.0
+    misses: float = 0.0
+
+    def record(self, drafted: int, accepted: int, decay: float = 1.0) -> None:
+        self.hits = self.hits * decay + accepted
+        self.misses = self.misses * decay + (1 if accepted < drafted else 0)
+
+    def fade(self, decay: float) -> None:
+        """Evidence ages while the drafter offers drafts that the policy declines, so a
+        sequence whose drafts once failed is tried again after a while."""
+        self.hits *= decay
+        self.misses *= decay
+
+    def rate(self, prior: float, weight: float = PRIOR_WEIGHT) -> float:
+        return (self.hits + prior * weight) / (self.hits + self.misses + weight)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One sequence's offer this step: the draft it has (``available`` tokens), the
+    chance ``p`` that each is accepted, and the fewest tokens worth verifying."""
+
+    available: int
+    p: float
+    n_min: int = 1
+
+
+def expected_tokens(p: float, k: int) -> float:
+    """Tokens a draft of ``k`` adds in expectation: p + p² + ... + p^k."""
+    if k <= 0:
+        return 0.0
+    if p >= 1.0:
+        return float(k)
+    return p * (1.0 - p**k) / (1.0 - p)
+
+
+def choose_lengths(
+    candidates: list[Candidate], n_plain: int, cost: DecodeCost, *, per_slot: bool
+) -> list[int]:
+    """The draft length for each candidate (0: no draft) that maximises expected tokens per
+    second of the decode call, which also holds ``n_plain`` sequences with one row each."""
+    if not candidates:
+        return []
+    longest = max(c.available for c in candidates)
+    ks = sorted({k for k in CANDIDATE_LENGTHS if k < longest} | {c.available for c in candidates})
+    base_rows = [1] * (n_plain + len(candidates))
+    best = [0] * len(candidates)
+    best_rate = len(base_rows) / cost.of_call(base_rows, per_slot)
+    for k in ks:
+        for exact in (False, True):  # exact: only drafts of at least k, cut to k
+            lengths = []
+            for c in candidates:
+                n = min(c.available, k)
+                if n < c.n_min or (exact and c.available < k):
+                    n = 0
+                lengths.append(n)
+            if not any(lengths):
+                continue
+            gain = sum(expected_tokens(c.p, n) for c, n in zip(candidates, lengths, strict=True))
+            rows = [1] * n_plain + [1 + n for n in lengths]
+            rate = (len(rows) + gain) / cost.of_call(rows, per_slot)
+            if rate > best_rate:
+                best_rate, best = rate, lengths
+    return best
+
+
+def calibrate(ctx: object, memory: object, n_ctx_seq: int, token: int) -> DecodeCost:
+    """Time decodes of :data:`CALIBRATION_ROWS` rows (logits on every row, as a draft is
+    verified) in sequence 0 of an idle context, removing the cells after each; the median
+    of three runs after one warm-up run."""
+    batch = llama_cpp.llama_batch_init(max(CALIBRATION_ROWS), 0, 1)
+    points: dict[int, float] = {}
+    try:
+        for rows in CALIBRATION_ROWS:
+            if rows >= n_ctx_seq:
+                break
+            times = []
+            for _ in range(4):
+                for i in range(rows):
+                    batch.token[i] = token
+                    batch.pos[i] = i
+                    batch.n_seq_id[i] = 1
+                    batch.seq_id[i][0] = 0
+                    batch.logits[i] = 1
+                batch.n_tokens = rows
+                t = time.perf_counter()
+                rc = llama_cpp.llama_decode(ctx, batch)
+                times.append(time.perf_counter() - t)
+                llama_cpp.llama_memory_seq_rm(memory, 0, -1, -1)
+                if rc != 0:
+                    raise RuntimeError(f"llama_decode failed during calibration (code {rc})")
+            points[rows] = sorted(times[1:])[1]
+    finally:
+        llama_cpp.llama_batch_free(batch)
+    log.info(
+        "speculative decoding: decode cost by rows %s",
+        ", ".join(f"{r}: {1000 * s:.2f} ms" for r, s in points.items()),
+    )
+    return DecodeCost(points)

@@ -1,0 +1,171 @@
+"""The draft policy: how much of a draft is verified, from the decode cost by rows and the
+acceptance so far (pure functions), and the engine following it on the real model."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+from backend.engine.engine import Engine
+from backend.engine.request_types import EngineEvent, ErrorEvent, FinishEvent, SamplingParams
+from backend.engine.speculative.draft_policy import (
+    Acceptance,
+    Candidate,
+    DecodeCost,
+    choose_lengths,
+    expected_tokens,
+)
+from backend.settings.engine_settings import EngineSettings
+
+pytestmark = pytest.mark.model
+
+
+def linear(fixed: float, per_row: float) -> DecodeCost:
+    return DecodeCost({r: fixed + per_row * r for r in (1, 2, 4, 8, 16, 32, 64)})
+
+
+def test_cost_interpolates_between_measured_rows_and_extrapolates_past_them() -> None:
+    cost = DecodeCost({1: 0.010, 4: 0.016, 8: 0.020})
+    assert cost.seconds(1) == pytest.approx(0.010)
+    assert cost.seconds(2) == pytest.approx(0.012)
+    assert cost.seconds(6) == pytest.approx(0.018)
+    assert cost.seconds(12) == pytest.approx(0.024)  # the last segment's slope, 1 ms per row
+    cost.observe(4, 0.026)
+    assert cost.seconds(4) == pytest.approx(0.017)  # a tenth of the way to the new figure
+    cost.observe(3, 0.030)  # a row count not measured before becomes a point
+    assert cost.seconds(3) == pytest.approx(0.030)
+
+
+def test_a_stream_per_slot_pays_one_pass_per_distinct_length() -> None:
+    cost = linear(0.010, 0.001)
+    # unified: one pass over every row
+    assert cost.of_call([1, 1, 5], per_slot=False) == pytest.approx(0.010 + 0.007)
+    # per slot: 3 rows (one from each), then the 4 left in the third slot
+    assert cost.of_call([1, 1, 5], per_slot=True) == pytest.approx(0.013 + 0.014)
+    # equal drafts: one pass
+    assert cost.of_call([5, 5], per_slot=True) == pytest.approx(0.020)
+
+
+def test_expected_tokens_is_the_chance_of_each_prefix() -> None:
+    assert expected_tokens(0.5, 3) == pytest.approx(0.5 + 0.25 + 0.125)
+    assert expected_tokens(1.0, 4) == 4
+    assert expected_tokens(0.9, 0) == 0
+
+
+def test_cheap_rows_verify_the_whole_draft_and_dear_rows_none() -> None:
+    offer = [Candidate(available=16, p=0.9)]
+    memory_bound = linear(0.010, 0.0001)  # a row costs 1% of a decode
+    compute_bound = linear(0.0, 0.010)  # every row costs a whole decode
+    assert choose_lengths(offer, 0, memory_bound, per_slot=True) == [16]
+    assert choose_lengths(offer, 0, compute_bound, per_slot=True) == [0]
+    # a row at 60% of a decode pays only for a short draft of a likely continuation
+    (k,) = choose_lengths(offer, 0, linear(0.004, 0.006), per_slot=True)
+    assert 1 <= k < 16
+    assert choose_lengths([Candidate(16, p=0.3)], 0, linear(0.004, 0.006), per_slot=True) == [0]
+
+
+def test_a_busy_batch_makes_drafting_dearer() -> None:
+    """Rows cost the same, but at 16 streams a draft row adds a smaller share of tokens
+    than at one: what pays alone stops paying in a full batch."""
+    cost = linear(0.010, 0.002)
+    assert choose_lengths([Candidate(8, p=0.7)], 0, cost, per_slot=False)[0] > 0
+    assert choose_lengths([Candidate(8, p=0.7)], 15, cost, per_slot=False) == [0]
+
+
+def test_per_slot_drafts_are_equalised_or_dropped() -> None:
+    """A pass over the weights costs much more than a row: drafts of 12 and 3 tokens become
+    one length, never two (which would be three passes)."""
+    cost = linear(0.010, 0.0002)
+    lengths = choose_lengths([Candidate(12, p=0.95), Candidate(3, p=0.95)], 2, cost, per_slot=True)
+    drafting = {n for n in lengths if n}
+    assert len(drafting) == 1, lengths
+
+
+def test_n_min_is_respected() -> None:
+    cost = linear(0.010, 0.0001)
+    assert choose_lengths([Candidate(2, p=0.9, n_min=3)], 0, cost, per_slot=True) == [0]
+
+
+def test_acceptance_starts_at_the_prior_and_follows_the_evidence() -> None:
+    acc = Acceptance()
+    assert acc.rate(0.8) == pytest.approx(0.8)
+    for _ in range(10):
+        acc.record(drafted=4, accepted=0, decay=0.9)
+    assert acc.rate(0.8) < 0.35  # 3.2 / (4 + 6.5)
+    for _ in range(60):
+        acc.fade(0.9)  # declined drafts: the evidence ages back towards the prior
+    assert acc.rate(0.8) > 0.75
+
+
+CODE = """def area(width: float, height: float) -> float:
+    return width * height
+
+
+def perimeter(width: float, height: float) -> float:
+    return 2 * (width + height)
+"""
+REPEAT = f"Repeat this code exactly:\n\n```python\n{CODE}```"
+
+
+@pytest.fixture(scope="module")
+def ngram_engine() -> Iterator[Engine]:
+    eng = Engine(
+        EngineSettings(
+            ctx_size=2048,
+            parallel=2,
+            threads=1,
+            spec_type="ngram-simple",
+            spec_ngram_simple_size_n=4,
+        )
+    )
+    eng.start()
+    yield eng
+    eng.close()
+
+
+def generate(eng: Engine, prompt: str) -> tuple[list[int], FinishEvent]:
+    tokens: list[int] = []
+    done = threading.Event()
+    finish: list[FinishEvent] = []
+
+    def sink(event: EngineEvent) -> None:
+        tokens.extend(getattr(event, "tokens", []))
+        if isinstance(event, FinishEvent):
+            finish.append(event)
+            done.set()
+        elif isinstance(event, ErrorEvent):
+            done.set()
+
+    prompt_tokens = eng.render_chat([{"role": "user", "content": prompt}])
+    eng.submit(prompt_tokens, max_tokens=80, sampling=SamplingParams(temperature=0.0), sink=sink)
+    assert done.wait(120) and finish
+    return tokens, finish[0]
+
+
+def test_the_engine_measures_the_cost_of_rows_at_start(ngram_engine: Engine) -> None:
+    spec = ngram_engine.speculator
+    assert spec is not None and spec.cost is not None
+    one, sixteen = spec.cost.seconds(1), spec.cost.seconds(16)
+    assert 0 < one < sixteen  # more rows never measured as cheaper than one
+
+
+def test_the_engine_verifies_only_what_the_policy_keeps(ngram_engine: Engine) -> None:
+    """The same greedy answer whether rows are nearly free (whole drafts verified) or as
+    dear as a decode each (no draft verified)."""
+    spec = ngram_engine.speculator
+    assert spec is not None
+    measured = spec.cost
+    observe = spec.observe_decode
+    spec.observe_decode = lambda rows, seconds: None  # type: ignore[method-assign]
+    try:
+        spec.cost = linear(0.010, 0.00001)
+        cheap, cheap_finish = generate(ngram_engine, REPEAT)
+        spec.cost = linear(0.0, 0.010)
+        dear, dear_finish = generate(ngram_engine, REPEAT)
+    finally:
+        spec.cost, spec.observe_decode = measured, observe  # type: ignore[method-assign]
+    assert cheap == dear
+    assert cheap_finish.draft_n_accepted >= 10  # the answer repeats the prompt's list
+    assert dear_finish.draft_n == 0
