@@ -65,7 +65,13 @@ def estimate(knobs: ServerKnobs) -> FitView:
         return FitView("unknown", "Pick a model to see whether it fits.")
     try:
         memory = _memory()
-        est = estimate_fit(cached_header(facts.path), knobs, memory)
+        draft = model_facts(knobs.model_draft) if knobs.model_draft else None
+        est = estimate_fit(
+            cached_header(facts.path),
+            knobs,
+            memory,
+            draft=cached_header(draft.path) if draft is not None else None,
+        )
     except (QuantDeskError, OSError, ValueError) as exc:
         return FitView("unknown", f"Could not estimate: {exc}")
     summary = "" if est.verdict == "fits" else est.message[:1].upper() + est.message[1:] + "."

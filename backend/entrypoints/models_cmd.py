@@ -27,7 +27,7 @@ from backend.hub.hub_settings import HubSettings
 from backend.hub.library import ModelLibrary
 from backend.jobs.events import ProgressEvent
 from backend.jobs.job_session import JobSession, add_progress_jsonl_option
-from backend.settings.engine_settings import EngineSettings, ServingKnobs
+from backend.settings.engine_settings import EngineSettings, ServingKnobs, SpeculativeKnobs
 from backend.settings.flags import add_settings_flags, positive_int, settings_from_args
 
 
@@ -227,14 +227,17 @@ def _print_fit(est: FitEstimate) -> None:
     _out(free)
     for warning in est.warnings:
         _out(f"warning: {warning}")
+    if est.draft_bytes:
+        _out(f"draft model (-md): {human_bytes(est.draft_bytes)} of the total")
     _out(f"verdict: {est.verdict}: {est.message}")
 
 
 def _cmd_fit(args: argparse.Namespace) -> int:
-    path = ModelLibrary(_settings(args)).resolve(args.model)
-    header = read_gguf_header(path)
+    library = ModelLibrary(_settings(args))
+    header = read_gguf_header(library.resolve(args.model))
     knobs = settings_from_args(EngineSettings, args)  # QUANTDESK_* environment, then the flags
-    estimate = estimate_fit(header, knobs, probe_memory())
+    draft = read_gguf_header(library.resolve(knobs.model_draft)) if knobs.model_draft else None
+    estimate = estimate_fit(header, knobs, probe_memory(), draft=draft)
     if args.json:
         _emit_json(estimate.to_dict())
     else:
@@ -311,5 +314,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("model", help="a GGUF path, a library name, or 'default'")
     # serve's own flags, but for the model (an argument here) and threads (no memory)
     add_settings_flags(p, ServingKnobs, skip=("model", "threads"))
+    # the draft model's memory counts too; the other speculative flags use none
+    drafting = set(SpeculativeKnobs.model_fields) - {"model_draft", "gpu_layers_draft"}
+    add_settings_flags(p, SpeculativeKnobs, skip=drafting)
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(handler=_cmd_fit)

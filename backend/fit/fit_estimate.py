@@ -24,6 +24,7 @@ sizes llama.cpp reports (see ``tests/hub/test_fit_estimate.py``).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -189,6 +190,7 @@ class FitEstimate:
     gpus: list[GpuShare] = field(default_factory=list)
     gpu_note: str | None = None
     warnings: list[str] = field(default_factory=list)
+    draft_bytes: int = 0  # of total_bytes: the draft model's weights, KV and compute
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -205,6 +207,8 @@ class _Needs:
     compute_gpu: int
     compute_cpu: int
 
+    draft_bytes: int = 0  # of the totals below: the draft model's weights, KV and compute
+
     @property
     def gpu(self) -> int:
         return self.weights_gpu + self.kv_gpu + self.compute_gpu
@@ -214,7 +218,37 @@ class _Needs:
         return self.weights_cpu + self.kv_cpu + self.compute_cpu
 
 
-def _needs(shape: ModelShape, settings: FitSettings, has_gpu: bool) -> _Needs:
+@dataclass(frozen=True)
+class _Draft:
+    """A draft model for speculative decoding: its own weights, and a context laid out like
+    the served one (same -c, -np, KV types), with ``gpu_layers`` of its own (-ngld)."""
+
+    shape: ModelShape
+    gpu_layers: int
+
+
+def _needs(
+    shape: ModelShape, settings: FitSettings, has_gpu: bool, draft: _Draft | None = None
+) -> _Needs:
+    """The served model's needs, plus the draft model's when there is one."""
+    main = _model_needs(shape, settings, has_gpu)
+    if draft is None:
+        return main
+    draft_settings = settings.model_copy(update={"gpu_layers": draft.gpu_layers})
+    d = _model_needs(draft.shape, draft_settings, has_gpu)
+    return dataclasses.replace(
+        main,
+        weights_gpu=main.weights_gpu + d.weights_gpu,
+        weights_cpu=main.weights_cpu + d.weights_cpu,
+        kv_gpu=main.kv_gpu + d.kv_gpu,
+        kv_cpu=main.kv_cpu + d.kv_cpu,
+        compute_gpu=main.compute_gpu + d.compute_gpu,
+        compute_cpu=main.compute_cpu + d.compute_cpu,
+        draft_bytes=d.gpu + d.cpu,
+    )
+
+
+def _model_needs(shape: ModelShape, settings: FitSettings, has_gpu: bool) -> _Needs:
     layout = kv_cache_layout(shape, settings)
     n_layer = shape.n_layer
     ngl = settings.gpu_layers if settings.gpu_layers >= 0 else n_layer + 1
@@ -275,16 +309,22 @@ def _gpu_shares(gpu_bytes: int, memory: AvailableMemory) -> list[GpuShare]:
 
 
 def _largest_fitting_ctx(
-    shape: ModelShape, settings: FitSettings, memory: AvailableMemory, has_gpu: bool
+    shape: ModelShape,
+    settings: FitSettings,
+    memory: AvailableMemory,
+    has_gpu: bool,
+    draft: _Draft | None,
 ) -> int | None:
+    def fits(ctx: int) -> bool:
+        trial = settings.model_copy(update={"ctx_size": ctx})
+        return _fits(_needs(shape, trial, has_gpu, draft), memory)
+
     lo, hi = 1, _pad(settings.ctx_size, KV_PAD) // KV_PAD
-    if not _fits(_needs(shape, settings.model_copy(update={"ctx_size": KV_PAD}), has_gpu), memory):
+    if not fits(KV_PAD):
         return None
     while lo < hi:  # largest multiple of 256 that fits
         mid = (lo + hi + 1) // 2
-        if _fits(
-            _needs(shape, settings.model_copy(update={"ctx_size": mid * KV_PAD}), has_gpu), memory
-        ):
+        if fits(mid * KV_PAD):
             lo = mid
         else:
             hi = mid - 1
@@ -292,12 +332,17 @@ def _largest_fitting_ctx(
 
 
 def estimate_fit(
-    header: GGUFHeader, knobs: ServingKnobs | None = None, memory: AvailableMemory | None = None
+    header: GGUFHeader,
+    knobs: ServingKnobs | None = None,
+    memory: AvailableMemory | None = None,
+    draft: GGUFHeader | None = None,
 ) -> FitEstimate:
     """Memory needs of ``header``'s model with ``knobs``, judged against ``memory``.
 
     ``knobs`` may be any serving knobs (serve's settings, the GUI's); ``None`` is serve's
     defaults. ``memory=None`` judges against unlimited RAM and no GPU (a pure size estimate).
+    ``draft``: the header of the draft model (``-md``), counted with the served one, its
+    layers offloaded as ``knobs.gpu_layers_draft`` says (-1: as many as the served model's).
     """
     settings = FitSettings.of(knobs) if knobs is not None else FitSettings()
     settings.check()
@@ -305,7 +350,11 @@ def estimate_fit(
     if memory is None:
         memory = AvailableMemory(ram_free_bytes=1 << 62, ram_total_bytes=1 << 62, gpu_note="no GPU")
     has_gpu = bool(memory.gpus) and settings.gpu_layers != 0
-    needs = _needs(shape, settings, has_gpu)
+    the_draft = None
+    if draft is not None:
+        ngld = getattr(knobs, "gpu_layers_draft", -1)
+        the_draft = _Draft(ModelShape.from_header(draft), settings.gpu_layers if ngld < 0 else ngld)
+    needs = _needs(shape, settings, has_gpu, the_draft)
     verdict: Verdict
     suggested_layers = suggested_ctx = None
     suggested_cache: CacheType | None = None
@@ -317,11 +366,15 @@ def estimate_fit(
             else ("in RAM" if not has_gpu else "split between GPU and RAM")
         )
         message = f"fits {where}: needs {human_bytes(needs.gpu + needs.cpu)}"
+        if needs.draft_bytes:
+            message += f", of which the draft model {human_bytes(needs.draft_bytes)}"
     else:
         verdict, message = "wont_fit", "does not fit in free memory"
         if has_gpu:
             for ngl in range(shape.n_layer, -1, -1):
-                trial = _needs(shape, settings.model_copy(update={"gpu_layers": ngl}), has_gpu)
+                trial = _needs(
+                    shape, settings.model_copy(update={"gpu_layers": ngl}), has_gpu, the_draft
+                )
                 if _fits(trial, memory):
                     verdict, suggested_layers = "partial_offload", ngl
                     message = (
@@ -332,7 +385,7 @@ def estimate_fit(
                     )
                     break
         if verdict == "wont_fit":
-            suggested_ctx = _largest_fitting_ctx(shape, settings, memory, has_gpu)
+            suggested_ctx = _largest_fitting_ctx(shape, settings, memory, has_gpu, the_draft)
             cache: CacheType
             for cache in ("q8_0", "q4_0"):
                 trial_settings = settings.model_copy(
@@ -342,7 +395,7 @@ def estimate_fit(
                         "flash_attn": "on" if settings.flash_attn == "off" else settings.flash_attn,
                     }
                 )
-                if _fits(_needs(shape, trial_settings, has_gpu), memory):
+                if _fits(_needs(shape, trial_settings, has_gpu, the_draft), memory):
                     suggested_cache = cache
                     break
             hints = []
@@ -395,6 +448,7 @@ def estimate_fit(
         compute_gpu_bytes=needs.compute_gpu,
         compute_cpu_bytes=needs.compute_cpu,
         total_bytes=needs.gpu + needs.cpu,
+        draft_bytes=needs.draft_bytes,
         gpu_bytes=gpu_bytes,
         cpu_bytes=needs.cpu,
         verdict=verdict,

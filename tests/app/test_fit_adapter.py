@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app.page_models.fit_adapter import remote_fits
+from app.page_models.fit_adapter import estimate, remote_fits
 from app.storage.app_settings import AppSettings
 from tests.hub.conftest import (  # noqa: F401  (fixtures)
     GGUF_FILE,
@@ -40,3 +40,12 @@ def test_a_split_model_is_judged_by_its_first_part_and_bad_headers_are_unknown(
     assert list(fits) == [SPLIT_FILES[0]]  # the other parts are not read
     assert fits[SPLIT_FILES[0]].verdict == "unknown"  # its bytes are no GGUF
     assert fits[SPLIT_FILES[0]].message.startswith("could not read the header")
+
+
+def test_the_server_pages_fit_bar_counts_the_draft_model(settings: AppSettings) -> None:
+    alone = estimate(settings.server.model_copy(update={"model": "default"}))
+    both = estimate(
+        settings.server.model_copy(update={"model": "default", "model_draft": "default"})
+    )
+    assert alone.verdict == both.verdict == "fits"
+    assert both.ram_needed > alone.ram_needed

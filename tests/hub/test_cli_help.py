@@ -81,3 +81,14 @@ def test_fit_reads_the_flags_it_is_given(capsys: pytest.CaptureFixture[str]) -> 
     assert main(["models", "fit", "default", "--json", "-c", "1024", "-ctk", "q8_0"]) == 0
     est = json.loads(capsys.readouterr().out)
     assert est["n_ctx"] == est["kv_cells"] == 1024 and est["cache_type_k"] == "q8_0"
+
+
+def test_fit_counts_a_draft_model(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["models", "fit", "default", "--json", "-c", "1024"]) == 0
+    alone = json.loads(capsys.readouterr().out)
+    assert main(["models", "fit", "default", "--json", "-c", "1024", "-md", "default"]) == 0
+    both = json.loads(capsys.readouterr().out)
+    assert both["draft_bytes"] > 0 and alone["draft_bytes"] == 0
+    assert both["total_bytes"] == alone["total_bytes"] + both["draft_bytes"]
+    assert main(["models", "fit", "default", "-c", "1024", "-md", "default"]) == 0
+    assert "draft model (-md):" in capsys.readouterr().out

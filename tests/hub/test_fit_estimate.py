@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from backend.fit.errors import FitError
-from backend.fit.fit_estimate import estimate_fit
+from backend.fit.fit_estimate import RAM_RESERVE_BYTES, estimate_fit
 from backend.fit.fit_settings import FitSettings
 from backend.fit.memory_probe import AvailableMemory, probe_memory
 from backend.gguf_file.gguf_header import read_gguf_header
@@ -370,3 +370,29 @@ def test_context_beyond_training_is_warned(smollm2_path: Path) -> None:
     assert "16384" in warning and "8192" in warning
     [warning] = estimate_fit(header, FitSettings(ctx_size=16384, kv_unified=True)).warnings
     assert "16384" in warning and "8192" in warning
+
+
+def test_a_draft_model_is_counted_with_its_own_offload(smollm2_path: Path) -> None:
+    """-md adds the draft model's weights, KV (laid out like the served context) and compute,
+    its layers offloaded as -ngld says; a budget that holds the served model alone no
+    longer holds both, and the suggestions count the draft too."""
+    header = read_gguf_header(smollm2_path)
+    settings = EngineSettings(ctx_size=8192, gpu_layers_draft=0)
+    alone = estimate_fit(header, settings, _gpu(4096))
+    draft_alone = estimate_fit(header, settings.model_copy(update={"gpu_layers": 0}), _gpu(4096))
+    both = estimate_fit(header, settings, _gpu(4096), draft=header)
+    assert both.draft_bytes == draft_alone.total_bytes > 0
+    assert both.total_bytes == alone.total_bytes + draft_alone.total_bytes
+    assert both.gpu_bytes == alone.gpu_bytes  # -ngld 0: the draft stays in RAM
+    assert both.cpu_bytes == alone.cpu_bytes + draft_alone.cpu_bytes
+    assert "of which the draft model" in both.message
+
+    ram = AvailableMemory(
+        ram_free_bytes=alone.total_bytes + RAM_RESERVE_BYTES + draft_alone.total_bytes // 2,
+        ram_total_bytes=64 << 30,
+    )
+    assert estimate_fit(header, settings, ram).verdict == "fits"
+    crowded = estimate_fit(header, settings, ram, draft=header)
+    assert crowded.verdict == "wont_fit" and crowded.suggested_n_ctx is not None
+    smaller = settings.model_copy(update={"ctx_size": crowded.suggested_n_ctx})
+    assert estimate_fit(header, smaller, ram, draft=header).verdict == "fits"
