@@ -59,11 +59,14 @@ def served_model(model: str) -> str:
 
 
 def serving_detail(knobs: ServerKnobs, pid: int | None) -> str:
-    """'SmolLM2-135M-Instruct · ctx 4,096 · 4 parallel · pid 1234'."""
-    return (
-        f"{served_model(knobs.model)} · ctx {knobs.ctx_size:,} · {knobs.parallel} parallel"
-        f" · pid {pid}"
-    )
+    """'SmolLM2-135M-Instruct · 4 parallel × 4,096 tokens · pid 1234': what one request may
+    hold, which with a KV stream per slot (the default) is the context split by the slots;
+    with --kv-unified, '4 parallel sharing 16,384 tokens'."""
+    if knobs.kv_unified:
+        room = f"{knobs.parallel} parallel sharing {knobs.ctx_size:,} tokens"
+    else:
+        room = f"{knobs.parallel} parallel × {knobs.ctx_size // knobs.n_seq_max:,} tokens"
+    return f"{served_model(knobs.model)} · {room} · pid {pid}"
 
 
 @dataclass(frozen=True)

@@ -61,7 +61,10 @@ def test_the_endpoint_names_the_model_and_the_port_clients_dial() -> None:
     assert all("40123" in code for _title, code in snippets)
     assert any("My-Model-Q4_K_M" in code for _title, code in snippets)
     assert served_model("default") == "SmolLM2-135M-Instruct"
-    default = ServerKnobs(model="default", ctx_size=4096, parallel=4)
+    default = ServerKnobs(model="default", ctx_size=16384, parallel=4)
     assert (
-        serving_detail(default, 1234) == "SmolLM2-135M-Instruct · ctx 4,096 · 4 parallel · pid 1234"
+        serving_detail(default, 1234)
+        == "SmolLM2-135M-Instruct · 4 parallel × 4,096 tokens · pid 1234"
     )
+    shared = default.model_copy(update={"kv_unified": True})
+    assert serving_detail(shared, 1234).endswith("4 parallel sharing 16,384 tokens · pid 1234")
