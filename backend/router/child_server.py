@@ -37,10 +37,16 @@ _LOG_TAIL_LINES = 12
 
 
 def cli_prefix() -> list[str]:
-    """The program and leading arguments that run the ``quantdesk`` CLI."""
+    """The program and leading arguments that run the ``quantdesk`` CLI; from a venv on
+    Linux through :mod:`backend.router.die_with_router`, so that a child never outlives
+    the router."""
     if getattr(sys, "frozen", False):  # PyInstaller: the app binary is the CLI
         return [sys.executable]
-    return [sys.executable, "-m", "backend.entrypoints.main"]
+    cli = [sys.executable, "-m", "backend.entrypoints.main"]
+    if sys.platform.startswith("linux"):
+        guard = [sys.executable, "-m", "backend.router.die_with_router", str(os.getpid())]
+        return [*guard, *cli]
+    return cli
 
 
 def child_server_settings(router: ServerSettings, port_file: Path) -> ServerSettings:

@@ -62,6 +62,7 @@ class PoolEntry:
     child: ChildServer | None = None
     _loading: asyncio.Future[ChildServer] | None = field(default=None, repr=False)
     _watch: asyncio.Task[None] | None = field(default=None, repr=False)
+    _load_task: asyncio.Task[None] | None = field(default=None, repr=False)
 
     @property
     def memory_bytes(self) -> int | None:
@@ -171,6 +172,7 @@ class ModelPool:
             entry.state, entry.error = "loading", None
             task = asyncio.create_task(self._load(entry, future), name=f"load-{entry.model_id}")
             task.add_done_callback(lambda t: t.cancelled() or t.exception())
+            entry._load_task = task
         # shielded: a waiter that goes away does not cancel the load the others wait for
         return await asyncio.shield(entry._loading)
 
@@ -205,6 +207,7 @@ class ModelPool:
             future.set_result(child)
         finally:
             entry._loading = None
+            entry._load_task = None
 
     async def _make_room(self, entry: PoolEntry, need: MemoryNeed) -> None:
         """Evict idle, unpinned models, least recently used first, until ``need`` fits both
@@ -315,10 +318,10 @@ class ModelPool:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._reaper
             self._reaper = None
-        for entry in list(self._entries.values()):
-            if entry._loading is not None:
-                with contextlib.suppress(Exception):
-                    await asyncio.shield(entry._loading)
+        loads = [e._load_task for e in self._entries.values() if e._load_task is not None]
+        for task in loads:  # a load in progress stops its child on the way out
+            task.cancel()
+        await asyncio.gather(*loads, return_exceptions=True)
         await asyncio.gather(*(self._stop(e) for e in self._entries.values()))
         if self._tmp is not None:
             self._tmp.cleanup()

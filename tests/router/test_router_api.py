@@ -194,6 +194,8 @@ def test_model_management_routes(start_router: Callable[..., RouterHandle]) -> N
     assert r.status_code == 200 and r.json()["success"] is True
     answer = client.chat.completions.create(model="ALPHA.gguf", messages=MESSAGES, max_tokens=4)
     assert answer.model == "alpha"
+    vectors = client.embeddings.create(model="alpha", input=["hello", "world"])
+    assert vectors.model == "alpha" and len(vectors.data) == 2
     # requests without a model reach the one resident model, as with a single server
     r = httpx.post(f"{router.base_url}/tokenize", json={"content": "hello world"}, timeout=30)
     assert r.status_code == 200 and r.json()["tokens"]
@@ -248,11 +250,11 @@ def test_serve_with_two_models_preloads_and_pins_them(
             assert _models_of(base)["beta"]["status"]["value"] == "unloaded"
             children = psutil.Process(proc.pid).children()
             assert len(children) == 2
+            proc.kill()  # even a router killed outright takes its models' servers along
         finally:
             proc.terminate()
             proc.wait(timeout=60)
-    # stopping the router stops its models' servers
-    _, alive = psutil.wait_procs(children, timeout=30)
+    _, alive = psutil.wait_procs(children, timeout=60)
     assert alive == []
 
 
@@ -302,3 +304,19 @@ def test_the_router_asks_for_its_key(start_router: Callable[..., RouterHandle]) 
     assert child is not None
     r = httpx.get(f"{child.base_url}/v1/models", headers={"Authorization": "Bearer sk-router"})
     assert r.status_code == 401
+
+
+def test_a_model_that_does_not_fit_is_a_503_saying_needed_and_free(
+    start_router: Callable[..., RouterHandle],
+) -> None:
+    router = start_router(memory_budget="64M")
+    with pytest.raises(openai.InternalServerError) as info:
+        _client(router).chat.completions.create(model="alpha", messages=MESSAGES, max_tokens=4)
+    error = info.value
+    assert error.status_code == 503 and error.code == "insufficient_memory"
+    assert "it needs" in error.message and "of the 64.0 MiB memory budget is free" in error.message
+    assert error.response.headers["retry-after"] == "5"
+    assert router.pool.entry("alpha").loads == 0
+    assert _models(router)["alpha"]["status"]["value"] == "failed"
+    r = httpx.get(f"{router.base_url}/health", params={"model": "nope"})
+    assert r.status_code == 404 and r.json()["error"]["code"] == "model_not_found"
