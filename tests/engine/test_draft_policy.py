@@ -15,6 +15,7 @@ from backend.engine.speculative.draft_policy import (
     Candidate,
     DecodeCost,
     choose_lengths,
+    consistent,
     expected_tokens,
 )
 from backend.settings.engine_settings import EngineSettings
@@ -34,8 +35,8 @@ def test_cost_interpolates_between_measured_rows_and_extrapolates_past_them() ->
     assert cost.seconds(12) == pytest.approx(0.024)  # the last segment's slope, 1 ms per row
     cost.observe(4, 0.026)
     assert cost.seconds(4) == pytest.approx(0.017)  # a tenth of the way to the new figure
-    cost.observe(3, 0.030)  # a row count not measured before becomes a point
-    assert cost.seconds(3) == pytest.approx(0.030)
+    cost.observe(3, 0.020)  # a row count not measured before becomes a point
+    assert cost.seconds(3) == pytest.approx(0.020)
 
 
 def test_a_stream_per_slot_pays_one_pass_per_distinct_length() -> None:
@@ -169,3 +170,13 @@ def test_the_engine_verifies_only_what_the_policy_keeps(ngram_engine: Engine) ->
     assert cheap == dear
     assert cheap_finish.draft_n_accepted >= 10  # the answer repeats the prompt's list
     assert dear_finish.draft_n == 0
+
+
+def test_measurements_from_a_busy_machine_are_made_consistent() -> None:
+    """A decode preempted by another process is no measure of the cost of rows."""
+    points = {1: 0.010, 2: 2.0, 4: 0.009, 8: 0.030}
+    consistent(points)
+    assert points == {1: 0.010, 2: 0.020, 4: 0.020, 8: 0.030}
+    cost = DecodeCost(points)
+    cost.observe(8, 3.0)  # one outlier moves the figure a tenth of the way to twice it
+    assert cost.seconds(8) == pytest.approx(0.030 + 0.1 * 0.030)

@@ -70,15 +70,18 @@ class DecodeCost:
 
     def observe(self, rows: int, seconds: float) -> None:
         """A decode pass of ``rows`` rows took ``seconds``: move that row count's figure
-        towards it (a new row count becomes a point of its own)."""
+        towards it (a new row count becomes a point of its own). One measurement moves it
+        at most by half or double: a decode that another process preempted is not the cost."""
         if rows <= 0 or seconds <= 0:
             return
         i = bisect.bisect_left(self._rows, rows)
         if i < len(self._rows) and self._rows[i] == rows:
-            self._secs[i] += COST_EMA * (seconds - self._secs[i])
+            now = self._secs[i]
+            self._secs[i] += COST_EMA * (min(max(seconds, now / 2), now * 2) - now)
         elif len(self._rows) < 64:
+            expected = self.seconds(rows)
             self._rows.insert(i, rows)
-            self._secs.insert(i, seconds)
+            self._secs.insert(i, min(max(seconds, expected / 2), expected * 2))
 
     def of_call(self, rows: list[int], per_slot: bool) -> float:
         """Seconds of one call with ``rows[s]`` rows for sequence ``s``: one pass over all of
@@ -168,10 +171,25 @@ def choose_lengths(
     return best
 
 
+def consistent(points: dict[int, float]) -> None:
+    """Make measured figures monotone (more rows never cheaper) and bounded by one-row
+    decodes (``r`` rows never dearer than ``r`` decodes of one), in place."""
+    rows = sorted(points)
+    if not rows:
+        return
+    one = points[rows[0]] / rows[0]
+    floor = 0.0
+    for r in rows:
+        points[r] = min(max(points[r], floor), one * r)
+        floor = points[r]
+
+
 def calibrate(ctx: object, memory: object, n_ctx_seq: int, token: int) -> DecodeCost:
     """Time decodes of :data:`CALIBRATION_ROWS` rows (logits on every row, as a draft is
-    verified) in sequence 0 of an idle context, removing the cells after each; the median
-    of three runs after one warm-up run."""
+    verified) in sequence 0 of an idle context, removing the cells after each. Each figure
+    is the fastest of three runs after a warm-up run (on a shared machine the slower ones
+    measure the other processes), and the figures are made consistent: more rows never cost
+    less, and ``r`` rows never more than ``r`` decodes of one."""
     batch = llama_cpp.llama_batch_init(max(CALIBRATION_ROWS), 0, 1)
     points: dict[int, float] = {}
     try:
@@ -193,9 +211,10 @@ def calibrate(ctx: object, memory: object, n_ctx_seq: int, token: int) -> Decode
                 llama_cpp.llama_memory_seq_rm(memory, 0, -1, -1)
                 if rc != 0:
                     raise RuntimeError(f"llama_decode failed during calibration (code {rc})")
-            points[rows] = sorted(times[1:])[1]
+            points[rows] = min(times[1:])
     finally:
         llama_cpp.llama_batch_free(batch)
+    consistent(points)
     log.info(
         "speculative decoding: decode cost by rows %s",
         ", ".join(f"{r}: {1000 * s:.2f} ms" for r, s in points.items()),
