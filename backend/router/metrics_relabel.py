@@ -11,7 +11,8 @@ import re
 _SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?(\s.*)$")
 
 
-def _escape(value: str) -> str:
+def escape_label(value: str) -> str:
+    """A Prometheus label value, escaped."""
     return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
@@ -21,7 +22,7 @@ def _labelled(line: str, model_id: str) -> str:
         return line
     name, labels, rest = match.groups()
     inner = labels[1:-1] if labels else ""
-    added = f'model="{_escape(model_id)}"'
+    added = f'model="{escape_label(model_id)}"'
     return f"{name}{{{added}{',' + inner if inner else ''}}}{rest}"
 
 

@@ -113,6 +113,12 @@ class ModelPool:
             entry = self._entries[found.model_id] = PoolEntry(found.model_id, found.path)
         return entry
 
+    async def find(self, model: str | None) -> PoolEntry:
+        """:meth:`entry` for a request handler: a name the catalog lacks makes it rescan
+        the library (every GGUF header), which runs off the event loop."""
+        found = await asyncio.to_thread(self.catalog.find, model)
+        return self.entry(found.model_id)
+
     def entries(self) -> list[PoolEntry]:
         """Every library model, resident or not, in the catalog's order."""
         return [self.entry(item.model_id) for item in self.catalog.entries()]

@@ -127,6 +127,8 @@ def test_a_q4_1_and_a_q8_0_stream_at_once(
     assert 'quantdesk_requests_completed_total{model="alpha"} 2.0' in metrics
     assert f'quantdesk_requests_completed_total{{model="{beta}"}} 2.0' in metrics
     assert metrics.count("# TYPE quantdesk_requests_completed_total counter") == 1
+    assert f'quantdesk_router_model_in_flight{{model="{beta}"}} 0.0' in metrics
+    assert 'quantdesk_router_model_memory_bytes{model="alpha"}' in metrics
 
 
 def test_killing_one_model_leaves_the_other_streaming(

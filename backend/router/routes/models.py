@@ -56,18 +56,20 @@ async def list_models(request: Request) -> dict[str, Any]:
 
 @router.get("/v1/models/{model_id:path}")
 async def retrieve_model(model_id: str, request: Request) -> dict[str, Any]:
-    return model_card(pool_of(request).entry(model_id), request)
+    return model_card(await pool_of(request).find(model_id), request)
 
 
 @router.post("/models/load")
 async def load_model(body: ModelRequest, request: Request) -> dict[str, Any]:
     """Load the model now (answered once it is ready, or with the load's error)."""
-    entry = await pool_of(request).load(body.model)
+    pool = pool_of(request)
+    entry = await pool.load((await pool.find(body.model)).model_id)
     return {"success": True, "model": entry.model_id, "status": {"value": entry.state}}
 
 
 @router.post("/models/unload")
 async def unload_model(body: ModelRequest, request: Request) -> dict[str, Any]:
     """Stop the model's server (its requests in flight end with an error)."""
-    entry = await pool_of(request).unload(body.model)
+    pool = pool_of(request)
+    entry = await pool.unload((await pool.find(body.model)).model_id)
     return {"success": True, "model": entry.model_id, "status": {"value": entry.state}}

@@ -12,7 +12,7 @@ from fastapi.responses import JSONResponse, Response
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from backend.router.child_server import ChildServer
-from backend.router.metrics_relabel import merge_metrics
+from backend.router.metrics_relabel import escape_label, merge_metrics
 from backend.router.routes.models import pool_of
 from backend.server.auth import has_valid_key, require_api_key
 from backend.server.errors import ApiError
@@ -101,4 +101,23 @@ async def metrics(request: Request) -> Response:
         for c, r in zip(children, answers, strict=True)
         if r is not None and r.status_code == 200
     }
-    return Response(merge_metrics(texts), media_type=CONTENT_TYPE_LATEST)
+    return Response(merge_metrics(texts) + _router_metrics(request), media_type=CONTENT_TYPE_LATEST)
+
+
+def _router_metrics(request: Request) -> str:
+    """The router's own view of each resident model: its admitted memory estimate and the
+    requests it is answering."""
+    resident = [e for e in pool_of(request).resident() if e.state == "loaded"]
+    families = (
+        ("quantdesk_router_model_memory_bytes", "Memory estimate a resident model was "
+         "admitted with, bytes", lambda e: e.memory_bytes or 0),
+        ("quantdesk_router_model_in_flight", "Requests a resident model is answering",
+         lambda e: e.in_flight),
+    )  # fmt: skip
+    lines: list[str] = []
+    for name, help_text, value in families:
+        lines += [f"# HELP {name} {help_text}", f"# TYPE {name} gauge"]
+        lines += [
+            f'{name}{{model="{escape_label(e.model_id)}"}} {float(value(e))}' for e in resident
+        ]
+    return "".join(line + "\n" for line in lines)

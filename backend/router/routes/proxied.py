@@ -48,5 +48,5 @@ async def proxied(path: str, request: Request) -> Response:
         loaded = [e for e in pool.resident() if e.state == "loaded"]
         if len(loaded) == 1:  # one model resident: it answers, as a single server would
             model = loaded[0].model_id
-    model_id = pool.entry(model).model_id
+    model_id = (await pool.find(model)).model_id
     return await proxy(request, pool, request.app.state.upstream, model_id, body, ttl)
