@@ -180,3 +180,14 @@ def test_measurements_from_a_busy_machine_are_made_consistent() -> None:
     cost = DecodeCost(points)
     cost.observe(8, 3.0)  # one outlier moves the figure a tenth of the way to twice it
     assert cost.seconds(8) == pytest.approx(0.030 + 0.1 * 0.030)
+
+
+def test_a_draft_model_drafts_only_when_its_own_decodes_are_cheap_enough() -> None:
+    """Drafting k tokens with a draft model costs k of its decodes besides the rows: a
+    draft model nearly as dear as the served one is not worth running at all."""
+    target = linear(0.010, 0.0005)
+    offer = [Candidate(available=16, p=0.8)]
+    tiny = linear(0.0005, 0.00005)  # a twentieth of the served model
+    twin = linear(0.008, 0.0004)  # like the served model (Q2_K drafting for Q8_0)
+    assert choose_lengths(offer, 0, target, per_slot=True, draft_cost=tiny)[0] >= 3
+    assert choose_lengths(offer, 0, target, per_slot=True, draft_cost=twin) == [0]

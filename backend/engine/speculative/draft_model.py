@@ -18,6 +18,7 @@ served model: :func:`vocab_mismatch` applies llama.cpp's own check
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ import numpy as np
 from backend.engine.errors import ModelLoadError
 from backend.engine.model_runtime import ModelRuntime, logits_row
 from backend.engine.sequence import common_prefix
+from backend.engine.speculative.draft_policy import DecodeCost
 from backend.llama.backend_init import init_llama_backend
 from backend.settings.engine_settings import EngineSettings
 
@@ -146,6 +148,8 @@ class DraftModel:
         self._n_batch = rt.n_batch
         self._batch = llama_cpp.llama_batch_init(self._n_batch, 0, 1)
         self._held: dict[int, _Held] = {}
+        # what one draft decode costs by rows (set by the speculator, which weighs it)
+        self.cost: DecodeCost | None = None
 
     def close(self) -> None:
         if self._batch is not None:
@@ -235,7 +239,10 @@ class DraftModel:
                 _set_row(batch, i, r.draft[-1], len(r.tokens) + len(r.draft) - 1, r.seq_id, True)
                 self._held[r.seq_id].extra.append(r.draft[-1])
             batch.n_tokens = len(drafting)
+            t = time.perf_counter()
             self._decode()
+            if self.cost is not None:
+                self.cost.observe(len(drafting), time.perf_counter() - t)
             grown = [self._next_token(r, i) for i, r in enumerate(drafting)]
             drafting = [r for r, ok in zip(drafting, grown, strict=True) if ok]
             drafting = [r for r in drafting if len(r.draft) < r.n_max]

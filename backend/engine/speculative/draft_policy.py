@@ -142,10 +142,17 @@ def expected_tokens(p: float, k: int) -> float:
 
 
 def choose_lengths(
-    candidates: list[Candidate], n_plain: int, cost: DecodeCost, *, per_slot: bool
+    candidates: list[Candidate],
+    n_plain: int,
+    cost: DecodeCost,
+    *,
+    per_slot: bool,
+    draft_cost: DecodeCost | None = None,
 ) -> list[int]:
     """The draft length for each candidate (0: no draft) that maximises expected tokens per
-    second of the decode call, which also holds ``n_plain`` sequences with one row each."""
+    second of the decode call, which also holds ``n_plain`` sequences with one row each.
+    ``draft_cost``: the drafts are still to be made by a draft model, one decode over the
+    drafting sequences per token, so a length of ``k`` also costs ``k`` of those."""
     if not candidates:
         return []
     longest = max(c.available for c in candidates)
@@ -165,7 +172,10 @@ def choose_lengths(
                 continue
             gain = sum(expected_tokens(c.p, n) for c, n in zip(candidates, lengths, strict=True))
             rows = [1] * n_plain + [1 + n for n in lengths]
-            rate = (len(rows) + gain) / cost.of_call(rows, per_slot)
+            seconds = cost.of_call(rows, per_slot)
+            if draft_cost is not None:
+                seconds += max(lengths) * draft_cost.seconds(sum(1 for n in lengths if n))
+            rate = (len(rows) + gain) / seconds
             if rate > best_rate:
                 best_rate, best = rate, lengths
     return best

@@ -71,8 +71,11 @@ class Speculator:
             path = resolve_model_path(settings.model_draft)
             draft_model = DraftModel(path, settings, runtime)
         speculator = cls(settings, runtime.n_ctx_seq, draft_model)
-        bos = llama_cpp.llama_vocab_bos(runtime.vocab)
-        speculator.cost = calibrate(runtime.ctx, runtime.memory, runtime.n_ctx_seq, max(bos, 0))
+        token = max(llama_cpp.llama_vocab_bos(runtime.vocab), 0)
+        speculator.cost = calibrate(runtime.ctx, runtime.memory, runtime.n_ctx_seq, token)
+        if draft_model is not None:
+            rt = draft_model.rt
+            draft_model.cost = calibrate(rt.ctx, rt.memory, rt.n_ctx_seq, token)
         return speculator
 
     @property
@@ -118,6 +121,8 @@ class Speculator:
                 p_min = self.p_min if sampling.draft_p_min is None else sampling.draft_p_min
                 wanted.append((seq, DraftRequest(seq.seq_id, seq.tokens, n_max, p_min), n_min))
         if wanted and self.draft_model is not None:
+            wanted = self._worth_drafting(wanted, n_plain - len(offers))
+        if wanted and self.draft_model is not None:
             self.draft_model.draft([request for _, request, _ in wanted])
             for seq, request, n_min in wanted:
                 if len(request.draft) >= n_min:
@@ -139,6 +144,36 @@ class Speculator:
             seq.draft = draft[:n]
             if n == 0:
                 seq.acceptance.fade(EVIDENCE_DECAY)
+
+    def _worth_drafting(
+        self, wanted: list[tuple[Sequence, DraftRequest, int]], n_plain: int
+    ) -> list[tuple[Sequence, DraftRequest, int]]:
+        """Cut each draft model request's ``n_max`` to what is expected to pay for both its
+        draft decodes and its verification rows; drop those worth nothing."""
+        draft_model = self.draft_model
+        if self.cost is None or draft_model is None or draft_model.cost is None:
+            return wanted
+        for seq, _, _ in wanted:
+            seq.draft_source = "model"
+        candidates = [
+            Candidate(request.n_max, self.acceptance_rate(seq), n_min)
+            for seq, request, n_min in wanted
+        ]
+        lengths = choose_lengths(
+            candidates,
+            n_plain - len(wanted),
+            self.cost,
+            per_slot=self.per_slot,
+            draft_cost=draft_model.cost,
+        )
+        kept = []
+        for (seq, request, n_min), n in zip(wanted, lengths, strict=True):
+            if n:
+                request.n_max = n
+                kept.append((seq, request, n_min))
+            else:
+                seq.acceptance.fade(EVIDENCE_DECAY)
+        return kept
 
     def acceptance_rate(self, seq: Sequence) -> float:
         """The chance that ``seq``'s next drafted token is accepted: its own record, starting
