@@ -10,6 +10,7 @@ from backend.fit.fit_estimate import estimate_fit
 from backend.fit.memory_probe import AvailableMemory
 from backend.gguf_file.gguf_header import read_gguf_header
 from backend.settings import EngineSettings
+from backend.settings.default_model import resolve_model_path
 
 # A child server is a Python process with FastAPI, uvicorn and llama.cpp loaded before its
 # model takes anything: the imports alone measured 75 MiB RSS; a child serving SmolLM2-135M
@@ -30,10 +31,13 @@ class MemoryNeed:
 
 
 def estimate_need(settings: EngineSettings, memory: AvailableMemory) -> MemoryNeed:
-    """The fit estimate (weights + KV + compute, per device) of ``settings.model`` plus the
-    child process's own overhead."""
+    """The fit estimate (weights + KV + compute, per device) of ``settings.model``, and of
+    its draft model with ``-md``, plus the child process's own overhead."""
     header = read_gguf_header(settings.model)
-    estimate = estimate_fit(header, settings, memory)
+    draft = None
+    if settings.model_draft:
+        draft = read_gguf_header(resolve_model_path(settings.model_draft))
+    estimate = estimate_fit(header, settings, memory, draft=draft)
     return MemoryNeed(estimate.cpu_bytes + CHILD_OVERHEAD_BYTES, estimate.gpu_bytes)
 
 
