@@ -62,7 +62,9 @@ class ModelCatalog:
         return None
 
     def find(self, model: str | None) -> CatalogEntry:
-        """The entry ``model`` names; a 404 that lists the ids when none does."""
+        """The entry ``model`` names; a 404 that lists the ids when none does. A library of
+        one model answers to any name, as a single-model server does: IDE plugins ship
+        preset names (``gpt-4o``) that a user can't always change."""
         if model:
             entry = self._match(model)
             if entry is None:
@@ -70,6 +72,8 @@ class ModelCatalog:
                 entry = self._match(model)
             if entry is not None:
                 return entry
+        if len(self._entries) == 1:
+            return next(iter(self._entries.values()))
         shown = ", ".join(sorted(self._entries)) or "none"
         what = f"the model '{model}' does not exist" if model else "the request names no model"
         raise UnknownModelError(f"{what}; this server serves: {shown}")

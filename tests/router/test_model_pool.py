@@ -7,6 +7,7 @@ import asyncio
 import os
 import signal
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -21,6 +22,7 @@ from backend.router.errors import (
     UnknownModelError,
 )
 from backend.router.memory_check import estimate_need
+from backend.router.model_catalog import CatalogEntry, ModelCatalog
 from backend.router.model_pool import ModelPool
 from tests.router.conftest import EMBEDDED
 
@@ -206,3 +208,16 @@ def test_a_killed_child_is_marked_failed_and_loaded_again(
             await pool.close()
 
     asyncio.run(scenario())
+
+
+def test_a_library_of_one_model_answers_to_any_name(smollm2_path: Path) -> None:
+    """A fresh install's library holds the embedded model alone: a plugin's preset name
+    (or none) reaches it, as it does a single-model server; with two models it is a 404."""
+    one = ModelCatalog(None, [CatalogEntry(EMBEDDED, smollm2_path, 1)])
+    assert one.find("gpt-4o").model_id == EMBEDDED
+    assert one.find(None).model_id == EMBEDDED
+    two = ModelCatalog(
+        None, [CatalogEntry(EMBEDDED, smollm2_path, 1), CatalogEntry("other", smollm2_path, 1)]
+    )
+    with pytest.raises(UnknownModelError, match="gpt-4o"):
+        two.find("gpt-4o")
