@@ -9,7 +9,7 @@ import numpy as np
 from backend.engine.request_types import GenerationRequest, TokenLogprob
 from backend.engine.sampler_chain import SamplerChain
 from backend.engine.speculative.draft_policy import Acceptance
-from backend.engine.speculative.ngram_draft import NgramIndex
+from backend.engine.speculative.ngram_draft import LongestMatch
 from backend.engine.stop_detector import StopDetector
 
 
@@ -42,7 +42,7 @@ class Sequence:
     # speculative decoding: this step's draft (tokens after ``tokens``, not in it), the
     # n-gram index of ``tokens``, and the draft tokens verified / accepted so far
     draft: list[int] = field(default_factory=list)
-    ngram: NgramIndex | None = None
+    ngram: LongestMatch | None = None
     draft_n: int = 0
     draft_n_accepted: int = 0
     # which drafter made ``draft`` ("ngram" or "model"), and how this sequence's drafts fared

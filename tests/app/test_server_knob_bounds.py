@@ -35,6 +35,7 @@ def test_spin_ranges_are_the_models_bounds(window: MainWindow) -> None:
     assert bounded_ints - set(page.knob_spins) == {
         "prefix_cache_entries",
         "spec_ngram_simple_size_n",
+        "spec_ngram_simple_size_n_min",
         "spec_ngram_simple_size_m",
         "spec_ngram_simple_min_hits",
         "draft_min",

@@ -156,12 +156,15 @@ def assert_kv_matches_llama(eng: Engine) -> None:
 
 def engine(**settings: object) -> Iterator[Engine]:
     # one thread: on a busy machine two spinning ggml threads wait for each other
-    base: dict[str, object] = {"ctx_size": 2048, "parallel": 4, "threads": 1}
+    # every draft verified whole (llama.cpp's way): these tests check verification, and the
+    # cost policy would decline drafts on a busy machine (tests/engine/test_draft_policy.py)
+    base: dict[str, object] = {
+        "ctx_size": 2048,
+        "parallel": 4,
+        "threads": 1,
+        "spec_draft_policy": "full",
+    }
     eng = Engine(EngineSettings(**{**base, **settings}))  # type: ignore[arg-type]
-    if eng.speculator is not None:
-        # every draft verified whole (llama.cpp's way): these tests check verification, and
-        # the draft policy would decline drafts on a busy machine (test_draft_policy.py)
-        eng.speculator.cost = None
     yield eng
     eng.close()
 

@@ -9,7 +9,7 @@ import pytest
 from pydantic import ValidationError
 
 from backend.engine.sequence import Sequence
-from backend.engine.speculative.ngram_draft import NgramIndex
+from backend.engine.speculative.ngram_draft import LongestMatch, NgramIndex
 from backend.engine.speculative.speculator import Speculator
 from backend.engine.speculative.verify import verify_draft
 from backend.engine.step_planner import plan_step
@@ -25,6 +25,17 @@ def test_ngram_drafts_what_followed_the_latest_earlier_occurrence() -> None:
     assert index.draft(tokens, 4, min_hits=2) == [20, 21, 22, 23]
     assert index.draft(tokens, 4, min_hits=3) == []  # [1, 2, 3] occurred twice before
     assert NgramIndex(3).draft([5, 6, 7, 8, 9, 1, 2, 3], 4) == []  # never seen before
+
+
+def test_the_longest_matching_ngram_drafts_and_shorter_ones_resume_after_an_edit() -> None:
+    """A file given back with one name changed: past the change the last 4 tokens occurred
+    nowhere before, but the last 2 did, so drafting resumes there."""
+    code = [1, 2, 3, 4, 5, 6, 7, 8]
+    lookup = LongestMatch(4, 2)
+    answer = [1, 2, 3, 99, 5, 6]  # 4 renamed to 99
+    assert lookup.draft(code + answer, 3) == ([7, 8, 1], 2)
+    assert LongestMatch(4, 4).draft(code + answer, 3) == ([], 0)  # llama.cpp's fixed n
+    assert lookup.draft([*code, 1, 2, 3, 4], 3) == ([5, 6, 7], 4)  # the longest first
 
 
 def test_ngram_index_grows_with_the_sequence() -> None:

@@ -130,6 +130,8 @@ def test_generated_command_line_parses_back_to_the_same_settings(
         spec_ngram_simple_size_n=4,
         spec_ngram_simple_size_m=24,
         spec_ngram_simple_min_hits=2,
+        spec_ngram_simple_size_n_min=3,
+        spec_draft_policy="full",
         model_draft="/models/draft.gguf",
         draft_max=8,
         draft_min=1,

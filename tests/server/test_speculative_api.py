@@ -31,6 +31,7 @@ def spec_server() -> Iterator[LiveServer]:
         spec_type="ngram-simple",
         spec_ngram_simple_size_n=4,
         spec_ngram_simple_size_m=12,
+        spec_draft_policy="full",  # what these tests check is the reporting, not the policy
     )
     wait_healthy(server.base_url)
     yield server

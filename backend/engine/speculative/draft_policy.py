@@ -40,10 +40,17 @@ COST_EMA = 0.1
 # a sequence's own evidence fades with this factor per verified or declined draft.
 PRIOR_WEIGHT = 4.0
 EVIDENCE_DECAY = 0.9
-# Where each drafter's overall rate starts, before any draft was verified: an n-gram match
-# of 12 tokens is usually continued (0.89 on the edit benchmark), and the draft model
-# stops at tokens it gives less than --draft-p-min (0.75).
-FIRST_RATE = {"ngram": 0.8, "model": 0.75}
+
+
+def first_rate(source: str) -> float:
+    """Where a drafter's overall acceptance starts, before any of its drafts was verified
+    (``source``: "model", or "ngram-N" for a match of N tokens). A long n-gram match is
+    usually continued (0.89 with 12 tokens on the edit benchmark); a short one less often;
+    the draft model stops at tokens it gives less than --draft-p-min (0.75)."""
+    if source == "model":
+        return 0.75
+    n = int(source.rpartition("-")[2] or 0)
+    return 0.8 if n >= 8 else 0.6
 
 
 class DecodeCost:

@@ -48,3 +48,24 @@ class NgramIndex:
             return []
         end = hit[0]
         return tokens[end : end + max_len]
+
+
+class LongestMatch:
+    """N-gram lookup with every length from ``n_max`` down to ``n_min``: the draft follows
+    the longest n-gram ending the sequence that occurred before. After an edit (a renamed
+    name in a file given back), drafting resumes ``n_min`` tokens later instead of
+    ``n_max``; a short match is a weaker guess, which the draft policy weighs by the
+    acceptance that matches of its length have had."""
+
+    __slots__ = ("_indexes",)
+
+    def __init__(self, n_max: int, n_min: int) -> None:
+        self._indexes = [NgramIndex(n) for n in range(n_max, max(1, min(n_min, n_max)) - 1, -1)]
+
+    def draft(self, tokens: list[int], max_len: int, min_hits: int = 1) -> tuple[list[int], int]:
+        """(draft, length of the n-gram it followed); ([], 0) when no length matches."""
+        for index in self._indexes:
+            found = index.draft(tokens, max_len, min_hits)
+            if found:
+                return found, index.n
+        return [], 0

@@ -20,14 +20,14 @@ from backend.engine.sequence import Sequence
 from backend.engine.speculative.draft_model import DraftModel, DraftRequest
 from backend.engine.speculative.draft_policy import (
     EVIDENCE_DECAY,
-    FIRST_RATE,
     Acceptance,
     Candidate,
     DecodeCost,
     calibrate,
     choose_lengths,
+    first_rate,
 )
-from backend.engine.speculative.ngram_draft import NgramIndex
+from backend.engine.speculative.ngram_draft import LongestMatch
 from backend.settings.default_model import resolve_model_path
 from backend.settings.engine_settings import EngineSettings
 
@@ -41,6 +41,7 @@ class Speculator:
         self.types = settings.spec_types
         self.ngram = "ngram-simple" in self.types
         self.ngram_n = settings.spec_ngram_simple_size_n
+        self.ngram_n_min = settings.spec_ngram_simple_size_n_min
         self.ngram_m = settings.spec_ngram_simple_size_m
         self.ngram_min_hits = settings.spec_ngram_simple_min_hits
         self.draft_model = draft_model
@@ -53,7 +54,7 @@ class Speculator:
         # is verified whole, as llama.cpp does
         self.cost: DecodeCost | None = None
         # every sequence's record by drafter: where a new sequence's acceptance starts
-        self.acceptance = {"ngram": Acceptance(), "model": Acceptance()}
+        self.acceptance: dict[str, Acceptance] = {}
 
     @classmethod
     def create(cls, settings: EngineSettings, runtime: ModelRuntime) -> Speculator | None:
@@ -71,6 +72,8 @@ class Speculator:
             path = resolve_model_path(settings.model_draft)
             draft_model = DraftModel(path, settings, runtime)
         speculator = cls(settings, runtime.n_ctx_seq, draft_model)
+        if settings.spec_draft_policy == "full":
+            return speculator  # no cost figures: every draft verified whole
         token = max(llama_cpp.llama_vocab_bos(runtime.vocab), 0)
         speculator.cost = calibrate(runtime.ctx, runtime.memory, runtime.n_ctx_seq, token)
         if draft_model is not None:
@@ -110,10 +113,12 @@ class Speculator:
                 continue
             if self.ngram:
                 if seq.ngram is None:
-                    seq.ngram = NgramIndex(self.ngram_n)
-                draft = seq.ngram.draft(seq.tokens, min(room, self.ngram_m), self.ngram_min_hits)
+                    seq.ngram = LongestMatch(self.ngram_n, self.ngram_n_min)
+                draft, matched = seq.ngram.draft(
+                    seq.tokens, min(room, self.ngram_m), self.ngram_min_hits
+                )
                 if len(draft) >= n_min:
-                    seq.draft_source = "ngram"
+                    seq.draft_source = f"ngram-{matched}"
                     offers.append((seq, draft, n_min))
                     continue
             n_max = min(room, self.draft_max)
@@ -179,13 +184,13 @@ class Speculator:
         """The chance that ``seq``'s next drafted token is accepted: its own record, starting
         from what every sequence's drafts from the same drafter have had."""
         source = seq.draft_source
-        overall = self.acceptance[source].rate(FIRST_RATE[source])
+        overall = self.acceptance.setdefault(source, Acceptance()).rate(first_rate(source))
         return seq.acceptance.rate(overall)
 
     def record(self, seq: Sequence, drafted: int, accepted: int) -> None:
         """``seq`` verified a draft of ``drafted`` tokens and kept ``accepted``."""
         seq.acceptance.record(drafted, accepted, EVIDENCE_DECAY)
-        self.acceptance[seq.draft_source].record(drafted, accepted, 0.99)
+        self.acceptance.setdefault(seq.draft_source, Acceptance()).record(drafted, accepted, 0.99)
 
     def observe_decode(self, rows: list[int], seconds: float) -> None:
         """A call of generating sequences only, ``rows[s]`` rows each, took ``seconds``: a
