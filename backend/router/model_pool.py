@@ -159,11 +159,13 @@ class ModelPool:
             entry.in_flight -= 1
             entry.last_used = time.monotonic()
 
-    async def load(self, model: str | None, *, pin: bool = False) -> PoolEntry:
-        """Load ``model`` now (POST /models/load, preload); ``pin`` keeps it from eviction."""
+    async def load(self, model: str | None, *, pin: bool | None = None) -> PoolEntry:
+        """Load ``model`` now (POST /models/load, preload). ``pin=True`` keeps it from
+        eviction and from the idle TTL, ``pin=False`` lets it go again, ``None`` leaves
+        the pin as it is."""
         entry = self.entry(model)
-        if pin:
-            entry.pinned = True
+        if pin is not None:
+            entry.pinned = pin
         if entry.state != "loaded" or entry.child is None or not entry.child.alive:
             await self._ensure_loaded(entry)
         entry.last_used = time.monotonic()

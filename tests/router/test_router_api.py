@@ -322,3 +322,24 @@ def test_a_model_that_does_not_fit_is_a_503_saying_needed_and_free(
     assert _models(router)["alpha"]["status"]["value"] == "failed"
     r = httpx.get(f"{router.base_url}/health", params={"model": "nope"})
     assert r.status_code == 404 and r.json()["error"]["code"] == "model_not_found"
+
+
+def test_load_pins_and_unpins_a_model(start_router: Callable[..., RouterHandle]) -> None:
+    """POST /models/load with "pin": a pinned model is never evicted for another (with
+    --models-max 1 the other is refused), "pin": false lets it go without a reload."""
+    router = start_router(models_max=1)
+    load = f"{router.base_url}/models/load"
+    r = httpx.post(load, json={"model": "alpha", "pin": True}, timeout=300)
+    assert r.status_code == 200 and r.json()["pinned"] is True
+    assert _models(router)["alpha"]["pinned"] is True
+    r = httpx.post(load, json={"model": "beta"}, timeout=300)
+    assert r.status_code == 503 and r.json()["error"]["code"] == "insufficient_memory"
+    assert "pinned" in r.json()["error"]["message"]
+    r = httpx.post(load, json={"model": "alpha", "pin": False}, timeout=300)
+    assert r.status_code == 200 and r.json()["pinned"] is False
+    assert router.pool.entry("alpha").loads == 1  # unpinned in place, not reloaded
+    r = httpx.post(load, json={"model": "beta"}, timeout=300)
+    assert r.status_code == 200
+    cards = _models(router)
+    assert cards["beta"]["status"]["value"] == "loaded"
+    assert cards["alpha"]["status"]["value"] == "unloaded"  # evicted for beta

@@ -20,6 +20,14 @@ class ModelRequest(BaseModel):
     model: str = Field(min_length=1, description="Model id (or file name) from GET /models")
 
 
+class LoadRequest(ModelRequest):
+    pin: bool | None = Field(
+        default=None,
+        description="true: never evict it or unload it when idle; false: it may be again; "
+        "absent: keep it as it is",
+    )
+
+
 def pool_of(request: Request) -> ModelPool:
     pool: ModelPool = request.app.state.pool
     return pool
@@ -60,11 +68,17 @@ async def retrieve_model(model_id: str, request: Request) -> dict[str, Any]:
 
 
 @router.post("/models/load")
-async def load_model(body: ModelRequest, request: Request) -> dict[str, Any]:
-    """Load the model now (answered once it is ready, or with the load's error)."""
+async def load_model(body: LoadRequest, request: Request) -> dict[str, Any]:
+    """Load the model now (answered once it is ready, or with the load's error); ``pin``
+    pins or unpins it (a loaded model is pinned or unpinned without a reload)."""
     pool = pool_of(request)
-    entry = await pool.load((await pool.find(body.model)).model_id)
-    return {"success": True, "model": entry.model_id, "status": {"value": entry.state}}
+    entry = await pool.load((await pool.find(body.model)).model_id, pin=body.pin)
+    return {
+        "success": True,
+        "model": entry.model_id,
+        "status": {"value": entry.state},
+        "pinned": entry.pinned,
+    }
 
 
 @router.post("/models/unload")
