@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from typing import Any
 
 from PySide6.QtCore import QObject, Signal
 
+from app.page_models.router_models import ModelCard, library_model_id
 from app.page_models.server_command import find_free_port, port_is_free
 from app.storage.app_settings import AppSettings
-from app.workers.server_process import ServerState, ServerSupervisor
-from app.workers.stats_poller import StatsReading, stats_poller
-from app.workers.thread_worker import ThreadWorker, stop_worker
+from app.workers.router_client import load_model, unload_model
+from app.workers.server_process import ServerState, ServerSupervisor, remember_model_knobs
+from app.workers.stats_poller import ModelsReading, StatsReading, stats_poller
+from app.workers.thread_worker import ThreadWorker, start_worker, stop_worker
 from backend.engine.stats_model import StatsSnapshot
 
 log = logging.getLogger(__name__)
@@ -25,8 +28,13 @@ class AppContext(QObject):
     """
 
     stats_received = Signal(object, float)  # the snapshot, the monotonic time it arrived
+    models_received = Signal(object)  # list[ModelCard]: a library server's models, polled
+    model_action_finished = Signal(str, str)  # model id, what happened (for the pages)
+    model_action_failed = Signal(str, str)  # model id, the error in plain words
     navigate_requested = Signal(str)  # page key
     port_moved = Signal(int, int)  # the busy port, the free one used instead
+
+    MODELS_EVERY = 4  # polls between two reads of /v1/models (it reads every GGUF header)
 
     def __init__(
         self,
@@ -40,6 +48,9 @@ class AppContext(QObject):
         self.server = supervisor or ServerSupervisor(self)
         self.poll_interval_s = poll_interval_s
         self.latest_stats: StatsSnapshot | None = None
+        self.latest_models: list[ModelCard] = []
+        # the dashboard's filter: one model's stats, or None for every model added up
+        self.stats_model: str | None = None
         self._poller: ThreadWorker | None = None
         self.server.server_started.connect(self._start_polling)
         self.server.state_changed.connect(self._on_state)
@@ -77,20 +88,91 @@ class AppContext(QObject):
     def navigate(self, key: str) -> None:
         self.navigate_requested.emit(key)
 
+    # -- models of a library server ------------------------------------------------------
+    def model_state(self, model_id: str) -> str | None:
+        """The last polled state of ``model_id`` (``None``: not known)."""
+        return next((c.state for c in self.latest_models if c.id == model_id), None)
+
+    def load_model(self, model_id: str, pin: bool | None = None) -> None:
+        """Load ``model_id`` in the running library server (pin or unpin it with ``pin``),
+        off the GUI thread; ``model_action_finished`` or ``model_action_failed`` follows."""
+        what = {None: "loaded", True: "pinned", False: "unpinned"}[pin]
+        self._model_request(model_id, what, lambda url, key: load_model(url, key, model_id, pin))
+
+    def unload_model(self, model_id: str) -> None:
+        self._model_request(model_id, "unloaded", lambda url, key: unload_model(url, key, model_id))
+
+    def load_path(self, path: str) -> str | None:
+        """Load a library file (or 'default') beside the served models, with the knobs
+        remembered for it, else the Server page's; starts the server with it when none runs.
+        Returns the words to show when it cannot (``None``: it is on its way)."""
+        model_id = library_model_id(path)
+        if model_id is None:
+            return "Only a model of the library can be loaded beside others."
+        state = self.server.state
+        if not self.server.is_active():
+            self.settings.server = self.settings.server.model_copy(update={"model": path})
+            self.settings.remember_model(path)
+            self.save_settings()
+            self.server.start(self.settings.server)
+            return None
+        if state is not ServerState.RUNNING:
+            return "The server is starting or stopping; load the model once it runs."
+        if not self.server.serves_library:
+            return (
+                "The server serves one file from outside the library alone. Start it with a "
+                "library model on the Server page to load others beside it."
+            )
+        from backend.settings.model_settings_store import ModelSettingsStore
+
+        if not ModelSettingsStore().get(model_id):  # a first load: the Server page's knobs
+            remember_model_knobs(model_id, self.settings.server)
+        self.load_model(model_id)
+        return None
+
+    def _model_request(
+        self, model_id: str, what: str, call: Callable[[str, str], dict[str, Any]]
+    ) -> None:
+        url = self.server.base_url
+        if url is None:
+            self.model_action_failed.emit(model_id, "The server is not running.")
+            return
+        key = self.server.api_key
+        start_worker(
+            self,
+            lambda: call(url, key),
+            lambda _answer: self.model_action_finished.emit(model_id, what),
+            lambda message: self.model_action_failed.emit(model_id, message),
+        )
+
+    # -- polling ---------------------------------------------------------------------------
     def _start_polling(self, url: str) -> None:
         self._stop_polling()
-        self._poller = stats_poller(url, self.server.api_key, self.poll_interval_s)
+        self._poller = stats_poller(
+            url,
+            self.server.api_key,
+            self.poll_interval_s,
+            model=lambda: self.stats_model,
+            models_every=self.MODELS_EVERY if self.server.serves_library else 0,
+        )
         self._poller.yielded.connect(self._on_stats)
         self._poller.start()
 
-    def _on_stats(self, reading: StatsReading) -> None:
-        if self.server.state is ServerState.RUNNING:
-            self.latest_stats = reading.snapshot
-            self.stats_received.emit(reading.snapshot, reading.received_at)
+    def _on_stats(self, reading: StatsReading | ModelsReading) -> None:
+        if self.server.state is not ServerState.RUNNING:
+            return
+        if isinstance(reading, ModelsReading):
+            self.latest_models = reading.models
+            self.models_received.emit(reading.models)
+            return
+        self.latest_stats = reading.snapshot
+        self.stats_received.emit(reading.snapshot, reading.received_at)
 
     def _on_state(self, state: str) -> None:
         if state != ServerState.RUNNING.value:
             self._stop_polling()
+            self.latest_models = []
+            self.models_received.emit([])
 
     def _stop_polling(self) -> None:
         if self._poller is not None:

@@ -27,6 +27,7 @@ from app.pages import PAGES, build_page
 from app.storage.app_settings import AppSettings
 from app.theme import icon
 from app.widgets.common import StatusLight
+from backend.settings.default_model import DEFAULT_MODEL_ID
 
 log = logging.getLogger(__name__)
 
@@ -128,6 +129,9 @@ class MainWindow(QMainWindow):
             serve = getattr(page, "serve_requested", None)  # e.g. "Serve" on the Models page
             if isinstance(serve, SignalInstance):
                 serve.connect(self.serve_model)
+            load = getattr(page, "load_requested", None)  # "Load" on the Models page
+            if isinstance(load, SignalInstance):
+                load.connect(self.load_model)
         self.sidebar.currentRowChanged.connect(self._on_row)
         self.context.navigate_requested.connect(self.show_page)
         server = self.context.server
@@ -201,6 +205,23 @@ class MainWindow(QMainWindow):
         if callable(set_model):
             set_model(path)
             self.show_page("server")
+
+    def load_model(self, value: str) -> None:
+        """Load a library model ('default' or a path) in the running server, beside the
+        others, or start the server with it; the asking page says how it went."""
+        server_page = self._pages.get("server")
+        start = getattr(server_page, "start_server", None)
+        if not self.context.server.is_active() and callable(start):
+            self.serve_model(value)  # the Server page shows it chosen, with its knobs
+            start()
+            problem = None
+        else:
+            problem = self.context.load_path(value)
+        name = DEFAULT_MODEL_ID if value == "default" else value.rsplit("/", 1)[-1]
+        page = self._pages.get("models")
+        show = getattr(page, "show_load_result", None)
+        if callable(show):
+            show(name, problem)
 
     def _on_row(self, row: int) -> None:
         if row < 0:

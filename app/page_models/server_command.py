@@ -28,11 +28,33 @@ def launcher_prefix() -> list[str]:
     return cli
 
 
-def serve_arguments(knobs: ServerKnobs, port_file: Path, port: int | None = None) -> list[str]:
-    """Arguments after the launcher prefix: every knob, written by the flags ``serve`` reads."""
+def serve_arguments(
+    knobs: ServerKnobs, port_file: Path, port: int | None = None, *, library: bool = False
+) -> list[str]:
+    """Arguments after the launcher prefix: every knob, written by the flags ``serve`` reads.
+
+    ``library``: serve the whole library (no ``-m``; the knobs are every model's defaults,
+    and the GUI loads the chosen model with ``POST /models/load`` once the server is up)."""
     if port is not None:
         knobs = knobs.model_copy(update={"port": port})
-    return ["serve", *settings_argv(knobs), "--port-file", str(port_file)]
+    argv = settings_argv(knobs)
+    if library:
+        argv = _without_model(argv)
+    return ["serve", *argv, "--port-file", str(port_file)]
+
+
+def _without_model(argv: list[str]) -> list[str]:
+    """``argv`` less its ``--model VALUE`` (or ``--model=VALUE``)."""
+    kept: list[str] = []
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg == "--model":
+            skip = True
+        elif not arg.startswith("--model="):
+            kept.append(arg)
+    return kept
 
 
 API_KEY_ENV = "QUANTDESK_API_KEY"

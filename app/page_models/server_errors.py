@@ -122,6 +122,28 @@ def explain_exit(
     return ServerProcessError("crash", f"The server {how}.{detail}")
 
 
+def explain_load_failure(model: str, message: str, code: str | None) -> ServerProcessError:
+    """Why the library server could not load ``model`` (``POST /models/load`` answered
+    ``message`` with the OpenAI error ``code``), in the same plain words as a dead server:
+    the model's own server's last error line matches the same rules."""
+    if code == "insufficient_memory":
+        return ServerProcessError(
+            "oom",
+            f"{model} does not fit in the memory left for models: {message}. Lower the "
+            "context length or parallel sequences, quantise the KV cache, or unload another "
+            "model.",
+            while_starting=True,
+        )
+    if code in ("model_load_failed", None):
+        error = explain_exit([message], None, crashed=False)
+        if error.kind != "crash":
+            error.while_starting = True
+            return error
+    return ServerProcessError(
+        "load_failed", f"{model} could not be loaded: {message}", while_starting=True
+    )
+
+
 def failure_title(error: ServerProcessError | None, *, footer: bool = False) -> str:
     """A few words for a status label: what went wrong, not only that something did.
     ``footer``: the same as a sentence about the server, for the sidebar footer."""
@@ -132,7 +154,15 @@ def failure_title(error: ServerProcessError | None, *, footer: bool = False) -> 
     elif error is not None and (
         error.while_starting
         or error.kind
-        in ("launch", "timeout", "model_not_found", "bad_model", "bad_draft", "bad_setting")
+        in (
+            "launch",
+            "timeout",
+            "model_not_found",
+            "bad_model",
+            "bad_draft",
+            "bad_setting",
+            "load_failed",
+        )
     ):
         title, sentence = "Could not start", "Server could not start"
     else:

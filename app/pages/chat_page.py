@@ -1,5 +1,9 @@
 """Chat page: streaming chat with the served model; conversations saved on disk.
 
+With a library server a picker beside the title lists every library model: the chat
+sends the chosen one as ``model``, and one not loaded loads on demand ("Loading <id>…"
+until its first token), so switching needs no restart.
+
 The conversation's state lives in :mod:`app.page_models.chat_session`; the messages are
 :mod:`app.pages.chat_transcript`."""
 
@@ -12,6 +16,7 @@ from typing import Any
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QKeyEvent, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
+    QComboBox,
     QDoubleSpinBox,
     QFormLayout,
     QGroupBox,
@@ -28,6 +33,7 @@ from PySide6.QtWidgets import (
 
 from app.app_context import AppContext
 from app.page_models.chat_session import ChatSession, served_label, server_notice
+from app.page_models.router_models import ModelCard
 from app.pages.chat_transcript import ChatTranscript
 from app.storage.app_settings import AppSettings, ChatDefaults
 from app.storage.chat_store import ChatStore
@@ -38,6 +44,9 @@ from app.workers.server_process import ServerState
 from app.workers.thread_worker import ThreadWorker, stop_worker
 
 log = logging.getLogger(__name__)
+
+
+_STATE_WORDS = {"unloaded": "loads on demand", "loading": "loading…", "failed": "failed"}
 
 
 class _Composer(QPlainTextEdit):
@@ -77,6 +86,8 @@ class ChatPage(QWidget):
         self.store = ChatStore()
         self.session = ChatSession(self.store, settings.chat)
         self.worker: ThreadWorker | None = None
+        self._first_token = False
+        self._model_ids: list[str] = []
 
         root = QHBoxLayout(self)
         root.setContentsMargins(20, 18, 20, 18)
@@ -87,6 +98,7 @@ class ChatPage(QWidget):
 
         self.server.state_changed.connect(self._on_server_state)
         self.server.server_started.connect(lambda _url: self._on_server_state("running"))
+        context.models_received.connect(self.show_models)
         self.banner.action_clicked.connect(self._on_banner_action)
         QShortcut(QKeySequence("Escape"), self, self.stop)
         self.refresh_history()
@@ -123,8 +135,17 @@ class ChatPage(QWidget):
         self.title_label.setObjectName("PageTitle")
         self.model_label = QLabel()
         self.model_label.setProperty("muted", True)
+        self.model_combo = QComboBox()
+        self.model_combo.setMinimumWidth(240)
+        self.model_combo.setToolTip(
+            "The model that answers. Any library model can be chosen: one that is not "
+            "loaded loads when you send, beside the others."
+        )
+        self.model_combo.hide()
+        self.model_combo.activated.connect(self._on_model_chosen)
         head.addWidget(self.title_label, 1)
         head.addWidget(self.model_label)
+        head.addWidget(self.model_combo)
         v.addLayout(head)
         self.banner = Banner()
         v.addWidget(self.banner)
@@ -312,6 +333,9 @@ class ChatPage(QWidget):
         if url is None:
             return
         payload = self.session.start_reply()
+        model = self.chosen_model()
+        if model is not None:
+            payload["model"] = model
         self._show_saved()
         self.transcript.start_stream()
         api_key = self.server.api_key
@@ -326,7 +350,10 @@ class ChatPage(QWidget):
         worker.cancelled.connect(lambda: self._on_reply_finished({"cancelled": True}))
         worker.finished.connect(self._on_worker_done)
         self.worker = worker
-        self.reply_stats.setText("Waiting for the first token…")
+        self._first_token = False
+        state = self.context.model_state(model) if model is not None else None
+        loading = state in ("unloaded", "loading", "failed")  # it loads before it answers
+        self.reply_stats.setText(f"Loading {model}…" if loading else "Waiting for the first token…")
         worker.start()
         self._update_controls()
 
@@ -335,6 +362,9 @@ class ChatPage(QWidget):
             self.worker.cancel()
 
     def _on_delta(self, text: str) -> None:
+        if not self._first_token:
+            self._first_token = True
+            self.reply_stats.setText("")
         self.session.add_delta(text)
         self.transcript.stream(self.session.reply)
 
@@ -362,6 +392,60 @@ class ChatPage(QWidget):
         if self.worker is not None:
             stop_worker(self.worker, 5000)
 
+    # -- the model picker (a library server) ------------------------------------------------
+    def chosen_model(self) -> str | None:
+        """The model id to send, or ``None`` (a single server answers with its one model)."""
+        if not self.server.serves_library:
+            return None
+        value = self.model_combo.currentData()
+        return str(value) if value else self.server.model_id
+
+    def choose_model(self, model_id: str) -> bool:
+        index = self.model_combo.findData(model_id)
+        if index < 0:
+            return False
+        self.model_combo.setCurrentIndex(index)
+        self._on_model_chosen(index)
+        return True
+
+    def _on_model_chosen(self, _index: int) -> None:
+        value = self.model_combo.currentData()
+        if value:
+            self.settings.pages.setdefault("chat", {})["model"] = str(value)
+
+    def show_models(self, cards: list[ModelCard]) -> None:
+        """The library server's models, each with its state (the list is rebuilt only when
+        the models change, so an open list is not disturbed by each poll)."""
+        ids = [c.id for c in cards]
+        if ids != self._model_ids:
+            self._model_ids = ids
+            current = self.model_combo.currentData() or self._remembered_model()
+            self.model_combo.blockSignals(True)
+            self.model_combo.clear()
+            for card in cards:
+                self.model_combo.addItem(card.id, card.id)
+            index = self.model_combo.findData(current)
+            if index < 0:
+                index = self.model_combo.findData(self.server.model_id)
+            self.model_combo.setCurrentIndex(max(index, 0))
+            self.model_combo.blockSignals(False)
+        for i, card in enumerate(cards):
+            words = _STATE_WORDS.get(card.state, card.state)
+            self.model_combo.setItemText(
+                i, card.id if card.state == "loaded" else f"{card.id}  ({words})"
+            )
+        self._show_picker()
+
+    def _remembered_model(self) -> str | None:
+        value = self.settings.pages.get("chat", {}).get("model")
+        return value if isinstance(value, str) and value else self.server.model_id
+
+    def _show_picker(self) -> None:
+        library = self.server.state is ServerState.RUNNING and self.server.serves_library
+        shown = library and self.model_combo.count() > 0
+        self.model_combo.setVisible(shown)
+        self.model_label.setVisible(not shown)
+
     # -- server state ---------------------------------------------------------------------
     def _on_server_state(self, state: str) -> None:
         notice = server_notice(state)
@@ -372,6 +456,10 @@ class ChatPage(QWidget):
         label = served_label(state, self.server.knobs)
         if label is not None:
             self.model_label.setText(label)
+        if state != ServerState.RUNNING.value:
+            self._model_ids = []
+            self.model_combo.clear()
+        self._show_picker()
         self._update_controls()
 
     def _on_banner_action(self) -> None:

@@ -3,6 +3,9 @@
 Stats arrive from the shared poller (off the GUI thread) into preallocated ring
 buffers; one timer redraws the visible charts a few times a second, so the GUI
 stays smooth however fast the stats come.
+
+With a library server a filter shows every loaded model added up ("All models") or one
+model's own stats (the poller then reads ``/v1/stats?model=ID``).
 """
 
 from __future__ import annotations
@@ -15,8 +18,10 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import (
+    QComboBox,
     QFrame,
     QGridLayout,
+    QHBoxLayout,
     QLabel,
     QStackedWidget,
     QVBoxLayout,
@@ -25,6 +30,7 @@ from PySide6.QtWidgets import (
 
 from app.app_context import AppContext
 from app.page_models.ring_buffer import RingBuffer
+from app.page_models.router_models import ModelCard
 from app.storage.app_settings import AppSettings
 from app.theme import MUTED, SERIES, SURFACE
 from app.widgets.common import EmptyState, StatTile, page_header
@@ -38,6 +44,7 @@ WINDOW_S = 120.0
 CAPACITY = 1200  # 2 min at 10 Hz
 MAX_GPUS = 8
 GiB = float(1 << 30)
+ALL_MODELS = "All models"
 
 
 @dataclass(frozen=True)
@@ -111,6 +118,7 @@ class DashboardPage(QWidget):
         self._timer.timeout.connect(self.redraw)
         self._timer.start()
         context.stats_received.connect(self.on_stats)
+        context.models_received.connect(self.show_models)
         context.server.state_changed.connect(self._on_state)
         context.server.server_started.connect(lambda _u: self._on_state("running"))
         self._on_state(context.server.state.value)
@@ -120,6 +128,23 @@ class DashboardPage(QWidget):
         v = QVBoxLayout(live)
         v.setContentsMargins(0, 0, 0, 0)
         v.setSpacing(12)
+        self.filter_row = QWidget()
+        row = QHBoxLayout(self.filter_row)
+        row.setContentsMargins(0, 0, 0, 0)
+        label = QLabel("Model")
+        label.setProperty("muted", True)
+        self.model_filter = QComboBox()
+        self.model_filter.setMinimumWidth(260)
+        self.model_filter.setToolTip(
+            "Every loaded model added up (latency: the slowest), or one model's own stats"
+        )
+        self.model_filter.addItem(ALL_MODELS, "")
+        self.model_filter.currentIndexChanged.connect(self._on_filter)
+        row.addWidget(label)
+        row.addWidget(self.model_filter)
+        row.addStretch(1)
+        self.filter_row.hide()
+        v.addWidget(self.filter_row)
         self.tile_grid = QGridLayout()
         self.tile_grid.setSpacing(10)
         self.tiles = {
@@ -188,10 +213,50 @@ class DashboardPage(QWidget):
             lay.addWidget(plot, 1)
         return card
 
+    # -- the model filter -------------------------------------------------------------------
+    def show_models(self, cards: list[ModelCard]) -> None:
+        """Offer the loaded models; a filtered model that went away falls back to All."""
+        loaded = [c.id for c in cards if c.state == "loaded"]
+        shown = [self.model_filter.itemData(i) for i in range(1, self.model_filter.count())]
+        self.filter_row.setVisible(bool(cards))
+        if loaded == shown:
+            return
+        current = self.model_filter.currentData() or ""
+        self.model_filter.blockSignals(True)
+        while self.model_filter.count() > 1:
+            self.model_filter.removeItem(1)
+        for model_id in loaded:
+            self.model_filter.addItem(model_id, model_id)
+        index = self.model_filter.findData(current)
+        self.model_filter.setCurrentIndex(max(index, 0))
+        self.model_filter.blockSignals(False)
+        if index < 0:
+            self._on_filter()
+
+    def filter_model(self, model_id: str | None) -> bool:
+        """Show ``model_id``'s stats (``None``: all models); False if it is not offered."""
+        index = self.model_filter.findData(model_id or "")
+        if index < 0:
+            return False
+        self.model_filter.setCurrentIndex(index)
+        return True
+
+    def _on_filter(self) -> None:
+        chosen = self.model_filter.currentData() or None
+        if chosen != self.context.stats_model:
+            self.context.stats_model = chosen
+            for buf in self.buffers.values():  # another model's history does not continue
+                buf.clear()
+            self._latest = None
+            self._dirty = True
+
     # -- data -----------------------------------------------------------------------------
     def on_stats(self, stats: StatsSnapshot, received_at: float) -> None:
         """Store one /v1/stats snapshot at the ``time.monotonic()`` its response arrived;
         cheap, so it can run at 10 Hz."""
+        wanted = self.context.stats_model
+        if wanted is not None and stats.model.id != wanted:
+            return  # polled before the filter changed
         b = self.buffers
         b["tps"].append(
             received_at, (stats.tokens.gen_tokens_per_s, stats.tokens.prompt_tokens_per_s)
@@ -328,6 +393,8 @@ class DashboardPage(QWidget):
         self._arrange_tiles(len(self.tiles) if wide else (len(self.tiles) + 1) // 2)
 
     def _on_state(self, state: str) -> None:
+        if state != ServerState.RUNNING.value:
+            self.show_models([])
         if state == ServerState.RUNNING.value:
             if self.stack.currentWidget() is self.empty:
                 for buf in self.buffers.values():

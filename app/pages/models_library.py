@@ -1,11 +1,12 @@
-"""The Models page's Library tab: the local models, a filter, Show in folder and Delete."""
+"""The Models page's Library tab: the local models, a filter, Load (in the running server,
+beside the models it holds), Show in folder and Delete."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
 
-from PySide6.QtCore import Qt, QUrl
+from PySide6.QtCore import Qt, QUrl, Signal
 from PySide6.QtGui import QDesktopServices
 from PySide6.QtWidgets import (
     QHBoxLayout,
@@ -54,8 +55,19 @@ def matches(entry: LibraryEntry, wanted: str) -> bool:
     return wanted in " ".join(str(x) for x in fields if x).lower()
 
 
+def load_value(entry: LibraryEntry) -> str | None:
+    """What "Load" asks the server for: 'default' for the embedded model, a GGUF's path;
+    ``None`` for what the server cannot load (a safetensors folder, an unreadable file)."""
+    if entry.format != "gguf" or entry.error:
+        return None
+    return "default" if entry.source == "embedded" else entry.path
+
+
 class LibraryTab(QWidget):
-    """The library's table; it re-reads the library whenever a page changes it."""
+    """The library's table; it re-reads the library whenever a page changes it.
+    ``load_requested(value)``: load the selected model ('default' or a path) in the server."""
+
+    load_requested = Signal(str)
 
     def __init__(self, banner: Banner, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -77,12 +89,19 @@ class LibraryTab(QWidget):
         self.filter_edit.textChanged.connect(lambda _t: self._fill())
         self.refresh_button = QPushButton("Refresh")
         self.refresh_button.clicked.connect(self.refresh)
+        self.load_button = set_button_role(QPushButton("Load"), "primary")
+        self.load_button.setToolTip(
+            "Load the selected model in the server, beside the models it holds (the server "
+            "starts with it when it is not running)"
+        )
+        self.load_button.clicked.connect(self.load_selected)
         self.reveal_button = QPushButton("Show in folder")
         self.reveal_button.clicked.connect(self.reveal_selected)
         self.delete_button = set_button_role(QPushButton("Delete…"), "danger")
         self.delete_button.clicked.connect(self.delete_selected)
         row.addWidget(self.filter_edit, 1)
         row.addWidget(self.refresh_button)
+        row.addWidget(self.load_button)
         row.addWidget(self.reveal_button)
         row.addWidget(self.delete_button)
         v.addLayout(row)
@@ -162,6 +181,7 @@ class LibraryTab(QWidget):
 
     def _on_selection(self) -> None:
         entry = self.selected_entry()
+        self.load_button.setEnabled(entry is not None and load_value(entry) is not None)
         self.reveal_button.setEnabled(entry is not None)
         self.delete_button.setEnabled(entry is not None and entry.removable)
         if entry is None:
@@ -183,6 +203,12 @@ class LibraryTab(QWidget):
         if entry.error:
             facts.append(f"problem: {entry.error}")
         self.detail.setText("  ·  ".join(facts))
+
+    def load_selected(self) -> None:
+        entry = self.selected_entry()
+        value = load_value(entry) if entry is not None else None
+        if value is not None:
+            self.load_requested.emit(value)
 
     def reveal_selected(self) -> None:
         entry = self.selected_entry()

@@ -1,5 +1,9 @@
 """Server page: pick a model, set the knobs (speculative decoding too), see whether it fits,
-start/stop, copy the endpoint."""
+start/stop, copy the endpoint, and the models a library server holds (Load/Unload/Pin).
+
+The knobs shown are the chosen model's: picking a model shows the knobs remembered for it
+(``ModelSettingsStore``), and starting or loading it remembers them, so every load of that
+model, on demand too, uses them."""
 
 from __future__ import annotations
 
@@ -19,12 +23,14 @@ from PySide6.QtWidgets import (
     QLineEdit,
     QScrollArea,
     QSpinBox,
+    QTabWidget,
     QVBoxLayout,
     QWidget,
 )
 
 from app.app_context import AppContext
 from app.page_models.fit_adapter import FitView, estimate
+from app.page_models.router_models import library_model_id, with_model_overrides
 from app.page_models.server_command import find_free_port
 from app.page_models.server_errors import ServerProcessError
 from app.page_models.server_status import (
@@ -44,12 +50,14 @@ from app.page_models.speculative_choice import (
     spec_update,
 )
 from app.pages.server_model_picker import ModelPicker
+from app.pages.server_resident_view import ResidentModelsBox
 from app.pages.server_status_view import EndpointBox, ServerLogBox, StatusBox
 from app.storage.app_settings import AppSettings, ServerKnobs
 from app.widgets.common import Banner, page_header
 from app.widgets.fit_bar import FitBar
 from app.workers.library_events import library_events
-from app.workers.server_process import ServerState
+from app.workers.server_process import ServerState, remember_model_knobs
+from backend.settings.model_settings_store import ModelSettingsStore
 
 log = logging.getLogger(__name__)
 
@@ -132,7 +140,7 @@ class ServerPage(QWidget):
         lv.setContentsMargins(0, 0, 6, 0)
         lv.setSpacing(12)
         self.model_picker = ModelPicker(settings)
-        self.model_picker.model_changed.connect(self._on_knob_changed)
+        self.model_picker.model_changed.connect(self._on_model_changed)
         model_box = QGroupBox("Model")
         QVBoxLayout(model_box).addWidget(self.model_picker)
         lv.addWidget(model_box)
@@ -151,11 +159,24 @@ class ServerPage(QWidget):
         self.status.start_button.clicked.connect(self.start_server)
         self.status.stop_button.clicked.connect(self.server.stop)
         self.status.restart_button.clicked.connect(self.restart_server)
+        self.resident = ResidentModelsBox()
+        self.resident.load_requested.connect(self.load_model)
+        self.resident.unload_requested.connect(self._unload_model)
+        self.resident.pin_requested.connect(self._pin_model)
+        context.models_received.connect(self.resident.show_cards)
+        context.model_action_finished.connect(self.resident.action_done)
+        context.model_action_failed.connect(self.resident.action_failed)
         self.endpoint = EndpointBox()
         self.server_log = ServerLogBox()
+        self.server_log.setTitle("")
+        self.server_log.setFlat(True)
+        # the resident models and the log share the room under the endpoint
+        self.activity_tabs = QTabWidget()
+        self.activity_tabs.addTab(self.server_log, "Server log")
+        self.activity_tabs.addTab(self.resident, "Resident models")
         right.addWidget(self.status)
         right.addWidget(self.endpoint, 1)
-        right.addWidget(self.server_log, 1)
+        right.addWidget(self.activity_tabs, 1)
         columns.addLayout(right, 6)
         outer.addLayout(columns, 1)
 
@@ -372,6 +393,18 @@ class ServerPage(QWidget):
         """Select a model (a path or 'default'), adding it to the list if needed."""
         self.model_picker.choose(value)
 
+    def _on_model_changed(self) -> None:
+        """Another model was picked: show the knobs remembered for it, if any."""
+        if self._loading:
+            return
+        model_id = library_model_id(self.model_picker.value())
+        stored = ModelSettingsStore().get(model_id) if model_id is not None else {}
+        if stored:
+            self._loading = True
+            self._load_knobs(with_model_overrides(self.knobs(), stored))
+            self._loading = False
+        self._on_knob_changed()
+
     def _on_knob_changed(self) -> None:
         if self._loading:
             return
@@ -409,6 +442,31 @@ class ServerPage(QWidget):
         self.settings.server = knobs
         self.server.restart(knobs)
 
+    # -- models beside the served one (a library server) -----------------------------------
+    def load_model(self, model_id: str = "") -> None:
+        """Load ``model_id`` (or, given '', the model chosen above, with the knobs shown,
+        which are remembered for it) in the running server, beside the others."""
+        if not model_id:
+            knobs = self.knobs()
+            chosen = library_model_id(knobs.model)
+            if chosen is None:
+                self.resident.action_failed(
+                    knobs.model.rsplit("/", 1)[-1],
+                    "only a model of the library can be loaded beside others",
+                )
+                return
+            model_id = chosen
+            remember_model_knobs(model_id, knobs)
+        self.resident.mark(model_id, "loading")
+        self.context.load_model(model_id)
+
+    def _unload_model(self, model_id: str) -> None:
+        self.resident.mark(model_id, "unloading")
+        self.context.unload_model(model_id)
+
+    def _pin_model(self, model_id: str, pin: bool) -> None:
+        self.context.load_model(model_id, pin=pin)
+
     def use_free_port(self) -> int:
         """Switch to a port nothing listens on, keep it in the settings, and start."""
         knobs = self.knobs()
@@ -438,6 +496,10 @@ class ServerPage(QWidget):
     def _on_state(self, state: str) -> None:
         view = status_view(state, self.server.last_error, self.server.knobs is not None)
         self.status.show_status(state, view)
+        if state != ServerState.RUNNING.value:
+            self.resident.set_serving(None)
+        if state in (ServerState.STARTING.value, ServerState.CRASHED.value):
+            self.activity_tabs.setCurrentWidget(self.server_log)  # what it prints now matters
         self._update_endpoint()
 
     def _on_started(self, _url: str) -> None:
@@ -448,6 +510,10 @@ class ServerPage(QWidget):
         knobs = self.server.knobs
         if knobs is not None:
             self.status.detail_label.setText(serving_detail(knobs, self.server.pid()))
+        serving_library = self.server.serves_library
+        if serving_library and self.resident.serving is not True and _url:
+            self.activity_tabs.setCurrentWidget(self.resident)  # the server just started
+        self.resident.set_serving(serving_library)
         self._update_endpoint()
 
     def _on_crashed(self, message: str) -> None:

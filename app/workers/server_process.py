@@ -4,12 +4,20 @@ The server runs in its own process so a crash or out-of-memory abort inside
 llama.cpp never takes the window down. Health checks use Qt's asynchronous
 network manager, so nothing here blocks the GUI thread except the explicit
 ``stop_and_wait`` used when the window closes.
+
+A model of the library (the embedded one included) is served by a library server
+(``quantdesk serve`` without ``-m``, the knobs as every model's defaults): once it answers,
+the supervisor loads the chosen model with ``POST /models/load`` and reports the server
+running when that model is ready, so other models can be loaded beside it without a
+restart. The knobs are remembered for that model (``ModelSettingsStore``), so every later
+load of it, on demand too, uses them. A GGUF outside the library is served alone, as before.
 """
 
 from __future__ import annotations
 
 import collections
 import enum
+import json
 import logging
 import os
 import shutil
@@ -22,14 +30,17 @@ import httpx
 from PySide6.QtCore import QObject, QProcess, QProcessEnvironment, QTimer, QUrl, Signal
 from PySide6.QtNetwork import QNetworkAccessManager, QNetworkReply, QNetworkRequest
 
+from app.page_models.router_models import library_model_id, model_overrides
 from app.page_models.server_command import (
     base_url,
     launcher_prefix,
     serve_arguments,
     serve_environment,
 )
-from app.page_models.server_errors import ServerProcessError, explain_exit
+from app.page_models.server_errors import ServerProcessError, explain_exit, explain_load_failure
 from app.storage.app_settings import ServerKnobs
+from backend.core.errors import QuantDeskError
+from backend.settings.model_settings_store import ModelSettingsStore
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +83,8 @@ class ServerSupervisor(QObject):
         self._tail: collections.deque[str] = collections.deque(maxlen=200)
         self._restart_pending = False
         self._health_inflight = False
+        self._load_reply: QNetworkReply | None = None
+        self._model_id: str | None = None
         self._waited_ms = 0
         self.last_error: ServerProcessError | None = None
         self._net = QNetworkAccessManager(self)
@@ -102,6 +115,17 @@ class ServerSupervisor(QObject):
     def api_key(self) -> str:
         return self._knobs.api_key if self._knobs else ""
 
+    @property
+    def model_id(self) -> str | None:
+        """The library id of the model the server was started with; ``None`` when it serves
+        a file outside the library alone."""
+        return self._model_id
+
+    @property
+    def serves_library(self) -> bool:
+        """The server serves the library: other models load beside the chosen one."""
+        return self._model_id is not None
+
     def pid(self) -> int | None:
         if self._process is None:
             return None
@@ -122,9 +146,17 @@ class ServerSupervisor(QObject):
         self._tail.clear()
         self.last_error = None
         self._waited_ms = 0
+        self._model_id = library_model_id(self._knobs.model)
+        if self._model_id is not None:
+            remember_model_knobs(self._model_id, self._knobs)
         self._port_dir = Path(tempfile.mkdtemp(prefix="quantdesk-serve-"))
         program, *prefix = self._launcher()
-        args = [*prefix, *serve_arguments(self._knobs, self._port_dir / "port")]
+        args = [
+            *prefix,
+            *serve_arguments(
+                self._knobs, self._port_dir / "port", library=self._model_id is not None
+            ),
+        ]
         process = QProcess(self)
         process.setProcessChannelMode(QProcess.ProcessChannelMode.MergedChannels)
         env = QProcessEnvironment.systemEnvironment()
@@ -153,6 +185,7 @@ class ServerSupervisor(QObject):
             return
         self._set_state(ServerState.STOPPING)
         self._poll.stop()
+        self._abort_load()
         self._process.terminate()
         QTimer.singleShot(8000, self._kill_if_still_running)
 
@@ -187,8 +220,13 @@ class ServerSupervisor(QObject):
         headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
         try:
             stats = httpx.get(f"{url}/v1/stats", headers=headers, timeout=timeout_s).json()
-            requests = stats.get("requests", {})
-            return int(requests.get("running", 0)) + int(requests.get("queued", 0))
+            # a library server answers every loaded model's stats
+            each = stats.get("data", []) if stats.get("object") == "list" else [stats]
+            return sum(
+                int(s.get("requests", {}).get("running", 0))
+                + int(s.get("requests", {}).get("queued", 0))
+                for s in each
+            )
         except (httpx.HTTPError, ValueError, AttributeError) as exc:
             log.debug("could not read in-flight requests: %s", exc)
             return 0
@@ -218,6 +256,7 @@ class ServerSupervisor(QObject):
             )
 
     def _on_finished(self, exit_code: int, exit_status: QProcess.ExitStatus) -> None:
+        self._abort_load()
         self._on_output()
         if self._partial:
             self._emit_log(self._partial)
@@ -306,12 +345,80 @@ class ServerSupervisor(QObject):
         reply.deleteLater()
         if self._state is ServerState.STARTING and status == 200:
             self._poll.stop()
-            self._set_state(ServerState.RUNNING)
-            url = self.base_url or ""
-            self._emit_log(f"ready at {url}")
-            self.server_started.emit(url)
+            if self._model_id is not None:
+                self._load_chosen_model()
+            else:
+                self._report_running()
+
+    def _report_running(self) -> None:
+        self._set_state(ServerState.RUNNING)
+        url = self.base_url or ""
+        self._emit_log(f"ready at {url}")
+        self.server_started.emit(url)
+
+    # -- the chosen model, in a library server --------------------------------------------
+    def _load_chosen_model(self) -> None:
+        """POST /models/load for the chosen model; running once it answers 200."""
+        assert self._knobs is not None and self._port is not None
+        self._emit_log(f"serving the library; loading {self._model_id}…")
+        request = QNetworkRequest(QUrl(f"{base_url(self._knobs.host, self._port)}/models/load"))
+        request.setHeader(QNetworkRequest.KnownHeaders.ContentTypeHeader, "application/json")
+        request.setTransferTimeout(max(1000, self._startup_timeout_ms - self._waited_ms))
+        if self._knobs.api_key:
+            request.setRawHeader(b"Authorization", f"Bearer {self._knobs.api_key}".encode())
+        body = json.dumps({"model": self._model_id}).encode()
+        reply = self._net.post(request, body)
+        self._load_reply = reply
+        reply.finished.connect(lambda: self._on_model_loaded(reply))
+
+    def _abort_load(self) -> None:
+        reply, self._load_reply = self._load_reply, None
+        if reply is not None:
+            reply.abort()
+
+    def _on_model_loaded(self, reply: QNetworkReply) -> None:
+        status = reply.attribute(QNetworkRequest.Attribute.HttpStatusCodeAttribute)
+        data = bytes(reply.readAll().data())
+        network_error = reply.errorString() if status is None else ""
+        reply.deleteLater()
+        if reply is not self._load_reply or self._state is not ServerState.STARTING:
+            return  # stopped, restarted or crashed meanwhile
+        self._load_reply = None
+        if status == 200:
+            self._report_running()
+            return
+        model = self._model_id or "the model"
+        message, code = _error_body(data) if data else (network_error or "no answer", None)
+        self._emit_log(f"loading {model} failed: {message}")
+        error = explain_load_failure(model, message, code)
+        self._set_state(ServerState.STOPPING)  # expected exit; report the failure ourselves
+        if self._process is not None:
+            self._process.kill()
+        self._fail(error)
 
     def _set_state(self, state: ServerState) -> None:
         if state is not self._state:
             self._state = state
             self.state_changed.emit(state.value)
+
+
+def remember_model_knobs(model_id: str, knobs: ServerKnobs) -> None:
+    """Keep ``knobs`` as ``model_id``'s settings, for every load of it (a failure to write
+    them is logged: the server still starts with them)."""
+    try:
+        ModelSettingsStore().set(model_id, model_overrides(knobs))
+    except (QuantDeskError, OSError) as exc:
+        log.warning("could not remember the settings of %s: %s", model_id, exc)
+
+
+def _error_body(data: bytes) -> tuple[str, str | None]:
+    """The message and code of an OpenAI-shaped error body (else the text)."""
+    try:
+        body = json.loads(data)
+        error = body.get("error") if isinstance(body, dict) else None
+        if isinstance(error, dict):
+            code = error.get("code")
+            return str(error.get("message") or error), str(code) if code else None
+    except ValueError:
+        pass
+    return data.decode("utf-8", "replace")[:300], None

@@ -1,0 +1,198 @@
+"""The GUI's view of a library server (``quantdesk serve`` without ``-m``), without Qt:
+which library id a chosen model has, the resident models from ``GET /v1/models`` as rows,
+the per-model knobs, and the dashboard's "All models" snapshot."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from app.storage.app_settings import ServerKnobs
+from backend.core.errors import QuantDeskError
+from backend.core.units import human_bytes
+from backend.engine.stats_model import StatsSnapshot
+from backend.settings.default_model import DEFAULT_MODEL_ID
+from backend.settings.model_settings_store import PER_MODEL_FIELDS
+
+log = logging.getLogger(__name__)
+
+# what the Server page remembers per model: the knobs that load and size it
+MODEL_KNOBS = PER_MODEL_FIELDS
+
+
+def library_root() -> Path | None:
+    """The library folder ``quantdesk serve`` serves (None if it cannot be made)."""
+    from backend.hub.library import ModelLibrary  # huggingface_hub: not at window start-up
+
+    try:
+        return ModelLibrary().root
+    except (QuantDeskError, OSError) as exc:
+        log.warning("could not open the model library: %s", exc)
+        return None
+
+
+def library_model_id(value: str, root: Path | None = None) -> str | None:
+    """The id the library server knows the chosen model by: the embedded model's id for
+    'default', a library file's name relative to the library folder without ``.gguf``;
+    ``None`` for a file outside the library (the GUI serves that one alone)."""
+    if value in ("", "default"):
+        return DEFAULT_MODEL_ID
+    root = root if root is not None else library_root()
+    if root is None:
+        return None
+    path = Path(value).expanduser()
+    try:  # the folders resolved, not the file: a library file may be a link to elsewhere
+        rel = (path.parent.resolve() / path.name).relative_to(root.resolve()).as_posix()
+    except (ValueError, OSError):
+        return None
+    if not path.is_file() or not rel.lower().endswith(".gguf"):
+        return None
+    return rel[:-5]
+
+
+def model_overrides(knobs: ServerKnobs) -> dict[str, Any]:
+    """The knobs remembered for the served model (``ModelSettingsStore``)."""
+    return {name: getattr(knobs, name) for name in MODEL_KNOBS}
+
+
+def with_model_overrides(knobs: ServerKnobs, stored: dict[str, Any]) -> ServerKnobs:
+    """``knobs`` with a model's remembered knobs on top (a value that no longer validates
+    is left out)."""
+    update = {k: v for k, v in stored.items() if k in MODEL_KNOBS}
+    try:
+        return ServerKnobs.model_validate({**knobs.model_dump(), **update})
+    except ValueError as exc:
+        log.warning("ignoring remembered settings that no longer apply: %s", exc)
+        return knobs
+
+
+# -- the resident models ------------------------------------------------------------------
+
+RESIDENT_COLUMNS = ("Model", "State", "Memory", "Idle", "In flight", "Pinned")
+
+
+@dataclass(frozen=True)
+class ModelCard:
+    """One entry of ``GET /v1/models`` from a library server."""
+
+    id: str
+    state: str  # unloaded, loading, loaded or failed
+    pinned: bool = False
+    in_flight: int = 0
+    memory_bytes: int | None = None
+    idle_s: float | None = None
+    error: str | None = None
+
+    @classmethod
+    def of(cls, card: dict[str, Any]) -> ModelCard:
+        status = card.get("status")
+        state = str(status.get("value", "loaded")) if isinstance(status, dict) else "loaded"
+        memory = card.get("memory_bytes")
+        idle = card.get("idle_s")
+        error = status.get("error") if isinstance(status, dict) else None
+        return cls(
+            id=str(card.get("id", "?")),
+            state=state,
+            pinned=bool(card.get("pinned", False)),
+            in_flight=int(card.get("in_flight") or 0),
+            memory_bytes=int(memory) if isinstance(memory, int | float) else None,
+            idle_s=float(idle) if isinstance(idle, int | float) else None,
+            error=str(error) if error else None,
+        )
+
+
+def parse_models(body: object) -> list[ModelCard]:
+    """The cards of a ``/v1/models`` body (a single server's too: its one model, loaded)."""
+    data = body.get("data") if isinstance(body, dict) else None
+    if not isinstance(data, list):
+        return []
+    return [ModelCard.of(card) for card in data if isinstance(card, dict)]
+
+
+def resident_rows(cards: list[ModelCard], acted_on: set[str]) -> list[ModelCard]:
+    """The rows of the Server page's table: models loading, loaded or failed, and those the
+    user loaded or unloaded here (so an unload shows as 'unloaded' rather than vanishing)."""
+    return [c for c in cards if c.state != "unloaded" or c.id in acted_on]
+
+
+def idle_text(seconds: float | None) -> str:
+    if seconds is None:
+        return "–"
+    if seconds < 60:
+        return f"{seconds:.0f} s"
+    if seconds < 3600:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def resident_cells(card: ModelCard) -> list[str]:
+    """The texts of a card's row, in :data:`RESIDENT_COLUMNS` order."""
+    return [
+        card.id,
+        card.state,
+        human_bytes(card.memory_bytes) if card.memory_bytes else "–",
+        idle_text(card.idle_s) if card.state == "loaded" else "–",
+        str(card.in_flight),
+        "yes" if card.pinned else "",
+    ]
+
+
+# -- "All models" on the dashboard ----------------------------------------------------------
+
+
+def combine_snapshots(snapshots: list[StatsSnapshot]) -> StatsSnapshot | None:
+    """One snapshot for every loaded model together: requests, tokens, KV cells, prefix-cache
+    counts and the servers' memory and CPU added up, latency the worst of them; the model and
+    machine sections are the first model's (the machine is the same)."""
+    if not snapshots:
+        return None
+    if len(snapshots) == 1:
+        return snapshots[0]
+    first = snapshots[0]
+
+    def total(section: str, name: str) -> Any:
+        return sum(getattr(getattr(s, section), name) for s in snapshots)
+
+    def worst(name: str) -> float | None:
+        values = [getattr(s.latency, name) for s in snapshots]
+        present = [v for v in values if v is not None]
+        return max(present) if present else None
+
+    requests = first.requests.model_copy(
+        update={n: total("requests", n) for n in type(first.requests).model_fields}
+    )
+    tokens = first.tokens.model_copy(
+        update={n: total("tokens", n) for n in type(first.tokens).model_fields}
+    )
+    latency = first.latency.model_copy(
+        update={n: worst(n) for n in type(first.latency).model_fields}
+    )
+    kv_numbers = ("cells_used", "cells_total", "bytes_used", "bytes_total")
+    kv_update: dict[str, Any] = {n: total("kv", n) for n in kv_numbers}
+    cells = kv_update["cells_total"]
+    kv_update["used_pct"] = 100.0 * kv_update["cells_used"] / cells if cells else 0.0
+    prefix = first.prefix_cache.model_copy(
+        update={n: total("prefix_cache", n) for n in type(first.prefix_cache).model_fields}
+    )
+    system = first.system.model_copy(
+        update={
+            "rss_bytes": sum(s.system.rss_bytes for s in snapshots),
+            "cpu_pct": sum(s.system.cpu_pct for s in snapshots),
+        }
+    )
+    model = first.model.model_copy(update={"id": f"{len(snapshots)} models"})
+    return first.model_copy(
+        update={
+            "requests": requests,
+            "tokens": tokens,
+            "latency": latency,
+            "kv": first.kv.model_copy(update=kv_update),
+            "prefix_cache": prefix,
+            "system": system,
+            "model": model,
+            "uptime_s": max(s.uptime_s for s in snapshots),
+            "ready": all(s.ready for s in snapshots),
+        }
+    )
