@@ -136,7 +136,7 @@ class ChatPage(QWidget):
         self.model_label = QLabel()
         self.model_label.setProperty("muted", True)
         self.model_combo = QComboBox()
-        self.model_combo.setMinimumWidth(240)
+        self.model_combo.setMinimumWidth(200)
         self.model_combo.setToolTip(
             "The model that answers. Any library model can be chosen: one that is not "
             "loaded loads when you send, beside the others."

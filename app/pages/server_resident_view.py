@@ -107,7 +107,7 @@ class ResidentModelsBox(QWidget):
             cells = resident_cells(card)
             if card.id in self.pending and card.state != "failed":
                 cells[1] = self.pending[card.id]
-            tip = card.error or ""
+            tip = f"{card.id}: {card.error}" if card.error else card.id
             for c, text in enumerate(cells):
                 item = table_item(text, tip if c in (0, 1) else "")
                 item.setData(Qt.ItemDataRole.UserRole, card.id)
