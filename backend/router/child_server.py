@@ -38,13 +38,13 @@ _LOG_TAIL_LINES = 12
 
 def cli_prefix() -> list[str]:
     """The program and leading arguments that run the ``quantdesk`` CLI; from a venv on
-    Linux through :mod:`backend.router.die_with_router`, so that a child never outlives
+    Linux through :mod:`backend.core.die_with_parent`, so that a child never outlives
     the router."""
     if getattr(sys, "frozen", False):  # PyInstaller: the app binary is the CLI
         return [sys.executable]
     cli = [sys.executable, "-m", "backend.entrypoints.main"]
     if sys.platform.startswith("linux"):
-        guard = [sys.executable, "-m", "backend.router.die_with_router", str(os.getpid())]
+        guard = [sys.executable, "-m", "backend.core.die_with_parent", str(os.getpid())]
         return [*guard, *cli]
     return cli
 

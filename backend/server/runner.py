@@ -8,6 +8,7 @@ import threading
 from pathlib import Path
 
 import uvicorn
+from fastapi import FastAPI
 
 from backend.core.errors import ConfigError
 from backend.engine.errors import ModelLoadError
@@ -48,36 +49,43 @@ def bind_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
-class ServerHandle:
-    """A uvicorn server on a bound socket; ``run()`` blocks, ``start_thread()`` does not."""
+class UvicornHandle:
+    """A uvicorn server on a bound socket; ``run()`` blocks, ``start_thread()`` does not.
+    Subclasses build their app in ``__init__`` (with :meth:`_load_failed` as the app's
+    load-failure callback) and pass it to :meth:`_serve`."""
 
-    def __init__(self, engine_settings: EngineSettings, server_settings: ServerSettings) -> None:
+    server_name = "server"
+    join_timeout_s = 30.0
+
+    def __init__(self, server_settings: ServerSettings) -> None:
         check_bind_policy(server_settings)
         self.load_error: str | None = None
         self.sock = bind_socket(server_settings.host, server_settings.port)
         self.port: int = self.sock.getsockname()[1]
-        app = create_app(engine_settings, server_settings, on_load_failed=self._load_failed)
+        host = server_settings.host
+        shown = f"[{host}]" if ":" in host else host
+        self.base_url = f"http://{shown}:{self.port}"
+        self._settings = server_settings
+        self._thread: threading.Thread | None = None
+
+    def _serve(self, app: FastAPI) -> None:
         self.app = app
         config = uvicorn.Config(
             app, log_level="warning", access_log=False, timeout_graceful_shutdown=5
         )
         self.server = uvicorn.Server(config)
-        self._thread: threading.Thread | None = None
-        if server_settings.port_file:
-            path = Path(server_settings.port_file)
+        if self._settings.port_file:
+            path = Path(self._settings.port_file)
             tmp = path.with_suffix(path.suffix + ".tmp")
             tmp.write_text(str(self.port))
             tmp.replace(path)
-        host = server_settings.host
-        shown = f"[{host}]" if ":" in host else host
-        self.base_url = f"http://{shown}:{self.port}"
 
     def _load_failed(self, message: str) -> None:
         self.load_error = message
         self.server.should_exit = True
 
     def run(self) -> None:
-        log.info("listening on %s", self.base_url)
+        log.info("%s listening on %s", self.server_name, self.base_url)
         self.server.run(sockets=[self.sock])
         if self.load_error:
             raise ModelLoadError(self.load_error)
@@ -91,5 +99,13 @@ class ServerHandle:
     def stop(self) -> None:
         self.server.should_exit = True
         if self._thread is not None:
-            self._thread.join(timeout=30)
+            self._thread.join(timeout=self.join_timeout_s)
         self.sock.close()
+
+
+class ServerHandle(UvicornHandle):
+    """The single-model server."""
+
+    def __init__(self, engine_settings: EngineSettings, server_settings: ServerSettings) -> None:
+        super().__init__(server_settings)
+        self._serve(create_app(engine_settings, server_settings, on_load_failed=self._load_failed))
