@@ -139,6 +139,23 @@ def resident_cells(card: ModelCard) -> list[str]:
     ]
 
 
+def resident_summary(cards: list[ModelCard], chosen: str | None) -> str:
+    """The models already holding memory beside the chosen one, for the fit box: '' when
+    none; else 'Also resident: a (1.2 GiB), b (300 MiB): 1.5 GiB in all'."""
+    others = [c for c in cards if c.state in ("loaded", "loading") and c.id != chosen]
+    if not others:
+        return ""
+    total = sum(c.memory_bytes or 0 for c in others)
+    names = ", ".join(
+        f"{c.id} ({human_bytes(c.memory_bytes)})" if c.memory_bytes else f"{c.id} ({c.state})"
+        for c in others
+    )
+    return (
+        f"Also resident: {names}: {human_bytes(total)} in all, counted in the server's "
+        "memory budget before this model loads."
+    )
+
+
 # -- "All models" on the dashboard ----------------------------------------------------------
 
 

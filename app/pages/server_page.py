@@ -30,7 +30,12 @@ from PySide6.QtWidgets import (
 
 from app.app_context import AppContext
 from app.page_models.fit_adapter import FitView, estimate
-from app.page_models.router_models import library_model_id, with_model_overrides
+from app.page_models.router_models import (
+    ModelCard,
+    library_model_id,
+    resident_summary,
+    with_model_overrides,
+)
 from app.page_models.server_command import find_free_port
 from app.page_models.server_errors import ServerProcessError
 from app.page_models.server_status import (
@@ -113,6 +118,7 @@ class ServerPage(QWidget):
         self.server = context.server
         self._loading = True
         self._port_note: str | None = None
+        self._chosen_id: tuple[str, str | None] = ("", None)  # (picker value, library id)
         self._fit_timer = QTimer(self)
         self._fit_timer.setSingleShot(True)
         self._fit_timer.setInterval(120)
@@ -164,6 +170,7 @@ class ServerPage(QWidget):
         self.resident.unload_requested.connect(self._unload_model)
         self.resident.pin_requested.connect(self._pin_model)
         context.models_received.connect(self.resident.show_cards)
+        context.models_received.connect(self._show_resident_note)
         context.model_action_finished.connect(self.resident.action_done)
         context.model_action_failed.connect(self.resident.action_failed)
         self.endpoint = EndpointBox()
@@ -311,6 +318,12 @@ class ServerPage(QWidget):
         v = QVBoxLayout(box)
         self.fit_bar = FitBar()
         v.addWidget(self.fit_bar)
+        # a library server: the models already resident take memory beside this one
+        self.resident_note = QLabel()
+        self.resident_note.setProperty("muted", True)
+        self.resident_note.setWordWrap(True)
+        self.resident_note.hide()
+        v.addWidget(self.resident_note)
         return box
 
     def _build_network_box(self) -> QGroupBox:
@@ -443,6 +456,14 @@ class ServerPage(QWidget):
         self.server.restart(knobs)
 
     # -- models beside the served one (a library server) -----------------------------------
+    def _show_resident_note(self, cards: list[ModelCard]) -> None:
+        value = self.model_picker.value()
+        if self._chosen_id[0] != value:  # read the library's folder once per choice
+            self._chosen_id = (value, library_model_id(value))
+        text = resident_summary(cards, self._chosen_id[1])
+        self.resident_note.setText(text)
+        self.resident_note.setVisible(bool(text))
+
     def load_model(self, model_id: str = "") -> None:
         """Load ``model_id`` (or, given '', the model chosen above, with the knobs shown,
         which are remembered for it) in the running server, beside the others."""

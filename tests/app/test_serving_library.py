@@ -116,6 +116,7 @@ def test_library_server_switch_load_pin_unload_filter(
 
     # -- the resident models table pins and unloads ---------------------------------------
     window.show_page("server")
+    qtbot.waitUntil(lambda: "Also resident: beta" in page.resident_note.text(), timeout=10_000)
     qtbot.waitUntil(lambda: page.resident.select("beta"), timeout=10_000)
     assert page.resident.pin_button.text() == "Pin"
     qtbot.mouseClick(page.resident.pin_button, Qt.MouseButton.LeftButton)
