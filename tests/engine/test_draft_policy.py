@@ -191,3 +191,19 @@ def test_a_draft_model_drafts_only_when_its_own_decodes_are_cheap_enough() -> No
     twin = linear(0.008, 0.0004)  # like the served model (Q2_K drafting for Q8_0)
     assert choose_lengths(offer, 0, target, per_slot=True, draft_cost=tiny)[0] >= 3
     assert choose_lengths(offer, 0, target, per_slot=True, draft_cost=twin) == [0]
+
+
+def test_figures_from_a_busy_start_come_down_as_decodes_show_the_cost() -> None:
+    """Calibrated while another process ran: a draft of 2 to 8 rows looks 40 to 160 times a
+    decode, so no draft would ever be tried. One measured decode of one row bounds them all
+    (r rows never cost more than r decodes of one), and faster measurements count at once."""
+    cost = DecodeCost({1: 0.200, 2: 0.400, 4: 0.800, 8: 1.600})
+    cost.observe(1, 0.010)
+    assert cost.seconds(1) == pytest.approx(0.105)  # halfway down at once
+    assert cost.seconds(8) == pytest.approx(8 * 0.105)
+    for _ in range(10):
+        cost.observe(1, 0.010)
+    assert cost.seconds(1) == pytest.approx(0.010, rel=0.01)
+    assert cost.seconds(4) <= 4 * cost.seconds(1)
+    cost.observe(4, 0.015)  # the rows the policy then tries show what rows really cost
+    assert cost.seconds(4) < 0.03 and cost.seconds(8) <= 2 * cost.seconds(4)

@@ -34,8 +34,9 @@ log = logging.getLogger(__name__)
 # Row counts measured at start, and the lengths the policy considers besides the drafts' own.
 CALIBRATION_ROWS = (1, 2, 4, 8, 16, 32)
 CANDIDATE_LENGTHS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
-# Weight of a new measurement in a row count's running mean.
+# Weight of a new measurement in a row count's running mean (FAST_DOWN: one faster than it).
 COST_EMA = 0.1
+FAST_DOWN = 0.5
 # Acceptance: the rate a new sequence starts from counts as this many drafted tokens;
 # a sequence's own evidence fades with this factor per verified or declined draft.
 PRIOR_WEIGHT = 4.0
@@ -77,18 +78,29 @@ class DecodeCost:
 
     def observe(self, rows: int, seconds: float) -> None:
         """A decode pass of ``rows`` rows took ``seconds``: move that row count's figure
-        towards it (a new row count becomes a point of its own). One measurement moves it
-        at most by half or double: a decode that another process preempted is not the cost."""
+        towards it (a new row count becomes a point of its own). Another process can only
+        make a decode slower, so a faster measurement counts at once for half, a slower one
+        for a tenth and at most double. Larger row counts then never cost more than as many
+        passes of this one as they hold: figures measured on a busy machine come down as
+        soon as the rows the policy does use show what rows cost."""
         if rows <= 0 or seconds <= 0:
             return
         i = bisect.bisect_left(self._rows, rows)
         if i < len(self._rows) and self._rows[i] == rows:
             now = self._secs[i]
-            self._secs[i] += COST_EMA * (min(max(seconds, now / 2), now * 2) - now)
+            weight = FAST_DOWN if seconds < now else COST_EMA
+            self._secs[i] += weight * (min(seconds, now * 2) - now)
         elif len(self._rows) < 64:
             expected = self.seconds(rows)
             self._rows.insert(i, rows)
             self._secs.insert(i, min(max(seconds, expected / 2), expected * 2))
+        else:
+            return
+        base = self._secs[i]
+        for j in range(i + 1, len(self._rows)):
+            bound = base * -(-self._rows[j] // rows)
+            if self._secs[j] > bound:
+                self._secs[j] = bound
 
     def of_call(self, rows: list[int], per_slot: bool) -> float:
         """Seconds of one call with ``rows[s]`` rows for sequence ``s``: one pass over all of
