@@ -150,6 +150,7 @@ class DraftModel:
         self._held: dict[int, _Held] = {}
         # what one draft decode costs by rows (set by the speculator, which weighs it)
         self.cost: DecodeCost | None = None
+        self._decodes = 0  # sequential decodes in the current draft() call
 
     def close(self) -> None:
         if self._batch is not None:
@@ -162,11 +163,18 @@ class DraftModel:
         """Fill each request's ``draft``. A failed decode leaves the drafts empty (the
         step then runs without them) and clears the draft KV, which the next call rebuilds."""
         requests = sorted(requests, key=lambda r: r.seq_id)  # runs of slots, for llama.cpp
+        t = time.perf_counter()
+        self._decodes = 0
         pending = [self._sync(r) for r in requests]
         self._make_room(requests, pending)
         try:
             self._catch_up(requests, pending)
             self._extend([r for r in requests if r.draft and len(r.draft) < r.n_max])
+            if self.cost is not None and self._decodes:
+                # what one draft token really cost: the whole call (catching up, reading
+                # logits, the p_min check) per sequential decode, not the bare decode
+                seconds = (time.perf_counter() - t) / self._decodes
+                self.cost.observe(len(requests), seconds)
         except _DecodeFailed as exc:
             log.warning("draft model decode failed (code %d): drafting restarts", exc.rc)
             for r in requests:
@@ -239,10 +247,7 @@ class DraftModel:
                 _set_row(batch, i, r.draft[-1], len(r.tokens) + len(r.draft) - 1, r.seq_id, True)
                 self._held[r.seq_id].extra.append(r.draft[-1])
             batch.n_tokens = len(drafting)
-            t = time.perf_counter()
             self._decode()
-            if self.cost is not None:
-                self.cost.observe(len(drafting), time.perf_counter() - t)
             grown = [self._next_token(r, i) for i, r in enumerate(drafting)]
             drafting = [r for r, ok in zip(drafting, grown, strict=True) if ok]
             drafting = [r for r in drafting if len(r.draft) < r.n_max]
@@ -262,6 +267,7 @@ class DraftModel:
         return True
 
     def _decode(self) -> None:
+        self._decodes += 1
         rc = llama_cpp.llama_decode(self.rt.ctx, self._batch)
         if rc != 0:
             raise _DecodeFailed(rc)
