@@ -9,17 +9,14 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request
-from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse
 
 from backend.router.errors import RouterError
 from backend.router.model_pool import ModelPool
 from backend.router.proxy import new_upstream_client
 from backend.router.routes import models, monitoring, proxied
-from backend.server.app_factory import LOOPBACK_ORIGINS
-from backend.server.body_limit import BodySizeLimit
-from backend.server.errors import ApiError, install_error_handlers
-from backend.server.host_check import HostCheck, is_loopback
+from backend.server.app_factory import install_edge
+from backend.server.errors import ApiError
 from backend.settings import ServerSettings
 
 log = logging.getLogger(__name__)
@@ -74,17 +71,7 @@ def create_router_app(
     )
     app.state.pool = pool
     app.state.server_settings = server_settings
-    app.add_middleware(BodySizeLimit, max_bytes=server_settings.max_body_bytes)
-    app.add_middleware(
-        CORSMiddleware,
-        allow_origins=server_settings.cors_origins,
-        allow_origin_regex=LOOPBACK_ORIGINS,
-        allow_methods=["GET", "POST", "OPTIONS"],
-        allow_headers=["*"],
-    )
-    if is_loopback(server_settings.host):
-        app.add_middleware(HostCheck, allowed_hosts=server_settings.allowed_hosts)
-    install_error_handlers(app)  # the server's mapping answers every other exception
+    install_edge(app, server_settings)  # the server's middleware and error answers
 
     @app.exception_handler(RouterError)
     async def _router_error(request: Request, exc: RouterError) -> JSONResponse:

@@ -94,9 +94,20 @@ def create_app(
     registry.register(EngineCollector(snapshot))
     app.state.metrics_registry = registry
 
-    # added inner to outer: the Host check runs first, then CORS, so that the body limit's
-    # 413 and every error answer carry the CORS headers a page needs to read them
-    app.add_middleware(ArrivalTracking)
+    app.add_middleware(ArrivalTracking)  # innermost: sees only requests the edge let in
+    install_edge(app, server_settings)
+    for module in (chat, completions, models, monitoring, embeddings, infill, tokenize):
+        app.include_router(module.router)
+    _add_docs(app)
+    return app
+
+
+def install_edge(app: FastAPI, server_settings: ServerSettings) -> None:
+    """What every QuantDesk HTTP app (the server, the router) puts in front of its routes:
+    the body size limit, CORS and the Host check, and the error handlers that answer every
+    exception in OpenAI's shape. Added inner to outer: the Host check runs first, then CORS,
+    so that the body limit's 413 and every error answer carry the CORS headers a page needs
+    to read them."""
     app.add_middleware(BodySizeLimit, max_bytes=server_settings.max_body_bytes)
     app.add_middleware(
         CORSMiddleware,
@@ -108,10 +119,6 @@ def create_app(
     if is_loopback(server_settings.host):  # against DNS rebinding (host_check.py)
         app.add_middleware(HostCheck, allowed_hosts=server_settings.allowed_hosts)
     install_error_handlers(app)
-    for module in (chat, completions, models, monitoring, embeddings, infill, tokenize):
-        app.include_router(module.router)
-    _add_docs(app)
-    return app
 
 
 def _add_docs(app: FastAPI) -> None:
