@@ -37,24 +37,8 @@ def serve_arguments(
     and the GUI loads the chosen model with ``POST /models/load`` once the server is up)."""
     if port is not None:
         knobs = knobs.model_copy(update={"port": port})
-    argv = settings_argv(knobs)
-    if library:
-        argv = _without_model(argv)
+    argv = settings_argv(knobs, skip=("model",) if library else ())
     return ["serve", *argv, "--port-file", str(port_file)]
-
-
-def _without_model(argv: list[str]) -> list[str]:
-    """``argv`` less its ``--model VALUE`` (or ``--model=VALUE``)."""
-    kept: list[str] = []
-    skip = False
-    for arg in argv:
-        if skip:
-            skip = False
-        elif arg == "--model":
-            skip = True
-        elif not arg.startswith("--model="):
-            kept.append(arg)
-    return kept
 
 
 API_KEY_ENV = "QUANTDESK_API_KEY"

@@ -82,8 +82,9 @@ def add_settings_flags(
             )
 
 
-def settings_argv(settings: BaseModel) -> list[str]:
-    """The flags that give every flagged field of ``settings`` its value, defaults included.
+def settings_argv(settings: BaseModel, skip: Collection[str] = ()) -> list[str]:
+    """The flags that give every flagged field of ``settings`` its value, defaults included,
+    except the fields named in ``skip``.
 
     Each field is written with its last (long) flag; ``None``, ``False`` and ``""`` are
     written as no flag, a list as the flag repeated, and a value that starts with ``-``
@@ -93,7 +94,7 @@ def settings_argv(settings: BaseModel) -> list[str]:
     for name, field in type(settings).model_fields.items():
         flags = _flags_of(field)
         value = getattr(settings, name)
-        if not flags or value is None or value is False or value == "":
+        if not flags or name in skip or value is None or value is False or value == "":
             continue
         flag = flags[-1]
         if value is True:
