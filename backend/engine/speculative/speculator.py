@@ -127,8 +127,8 @@ class Speculator:
                 wanted.append((seq, DraftRequest(seq.seq_id, seq.tokens, n_max, p_min), n_min))
         if wanted and self.draft_model is not None:
             wanted = self._worth_drafting(wanted, n_plain - len(offers))
-        if wanted and self.draft_model is not None:
-            self.draft_model.draft([request for _, request, _ in wanted])
+            if wanted:
+                self.draft_model.draft([request for _, request, _ in wanted])
             for seq, request, n_min in wanted:
                 if len(request.draft) >= n_min:
                     seq.draft_source = "model"
