@@ -37,7 +37,7 @@ lint: install-dev
 	$(VENV)/bin/lint-imports
 
 test: lint
-	QT_QPA_PLATFORM=offscreen $(VENV)/bin/pytest -ra
+	QT_QPA_PLATFORM=offscreen $(VENV)/bin/pytest -ra --durations=25
 
 # The inner loop: lint, then the tests that load no model, start no server and are not slow
 # (tests/conftest.py marks the others `model`); CI runs everything through `make test`
