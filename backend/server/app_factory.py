@@ -31,6 +31,7 @@ from backend.server.routes import (
     infill,
     models,
     monitoring,
+    responses,
     tokenize,
 )
 from backend.settings import EngineSettings, ServerSettings
@@ -96,7 +97,7 @@ def create_app(
 
     app.add_middleware(ArrivalTracking)  # innermost: sees only requests the edge let in
     install_edge(app, server_settings)
-    for module in (chat, completions, models, monitoring, embeddings, infill, tokenize):
+    for module in (chat, completions, models, monitoring, embeddings, infill, tokenize, responses):
         app.include_router(module.router)
     _add_docs(app)
     return app

@@ -85,6 +85,15 @@ class ServerSettings(BaseSettings, ListenSettings):
         description="Most inputs one /v1/embeddings request may carry",
         json_schema_extra={"flags": ["--max-embedding-inputs"]},
     )
+    responses_store_mib: int = Field(
+        default=64,
+        ge=0,
+        le=65_536,
+        description="Memory for the responses kept for GET /v1/responses/{id} and "
+        "previous_response_id, in MiB: in this process only, the oldest dropped first "
+        "(0 keeps none)",
+        json_schema_extra={"flags": ["--responses-store-mib"]},
+    )
     port_file: str | None = Field(
         default=None,
         description="Write the bound port to this file once listening (for supervisors)",
