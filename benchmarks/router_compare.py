@@ -82,7 +82,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--ctx-size",
         type=int,
         default=0,
-        help="KV cells of each model (default: -np x (prompt + output + 128))",
+        help="KV cells of each model (default: -np x (prompt + output + 128), at least 256)",
     )
     p.add_argument("-b", "--batch-size", type=int, default=512)
     p.add_argument("-ub", "--ubatch-size", type=int, default=512)
@@ -113,9 +113,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def public(path: Path | str) -> str:
     """A path as the JSON shows it: relative to the repository, else its name alone."""
-    path = Path(path)
+    path = Path(os.path.abspath(path))  # links kept: .venv/bin/python, not /usr/bin/python3
     try:
-        return str(path.resolve().relative_to(ROOT))
+        return str(path.relative_to(ROOT))
     except ValueError:
         return path.name
 
@@ -236,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
     logs.mkdir(parents=True, exist_ok=True)
     parallel = args.parallel or args.concurrency
     longest = args.prompt_tokens + max(args.max_tokens, args.switch_max_tokens)
-    ctx = args.ctx_size or parallel * (longest + 128)
+    ctx = args.ctx_size or max(256, parallel * (longest + 128))
     started_at = time.perf_counter()
     passes: list[dict[str, Any]] = []
     failures: list[str] = []

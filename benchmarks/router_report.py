@@ -117,6 +117,7 @@ def write_plot(
 
     matplotlib.use("Agg", force=False)
     from matplotlib.figure import Figure
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
     fig = Figure(figsize=(15, 7.5), layout="constrained")
     axes = fig.subplots(2, 3).flatten()
@@ -134,6 +135,11 @@ def write_plot(
     ax.axvline(1.0, color="grey", lw=1)
     ax.set_yticks(ys, names, fontsize=7)
     ax.set_xscale("log")
+    low, high = ax.get_xlim()
+    ax.set_xlim(min(low, 0.8), max(high, 1.25))  # a few % should look like a few %
+    ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 1.5, 2.0, 3.0, 5.0, 7.0)))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
+    ax.xaxis.set_minor_formatter(NullFormatter())
     ax.set_title(f"ours ÷ {BASELINE} per pass (grey), median and 90% interval\n"
                  "(green: ours better)", fontsize=9)  # fmt: skip
     ax.grid(True, which="both", alpha=0.3)
@@ -146,6 +152,7 @@ def write_plot(
         ax.set_title(f"{m.title}\n({m.unit}, {'higher' if m.higher_is_better else 'lower'} "
                      "is better)", fontsize=9)  # fmt: skip
         ax.set_xlabel("pass")
+        ax.set_xticks(range(1, len(passes) + 1))
         ax.set_ylim(bottom=0)
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=7)
