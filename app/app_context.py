@@ -10,6 +10,7 @@ from PySide6.QtCore import QObject, Signal
 
 from app.page_models.router_models import ModelCard, library_model_id
 from app.page_models.server_command import find_free_port, port_is_free
+from app.page_models.server_memory_view import ServerMemory
 from app.storage.app_settings import AppSettings
 from app.workers.router_client import load_model, unload_model
 from app.workers.server_process import ServerState, ServerSupervisor, remember_model_knobs
@@ -49,6 +50,8 @@ class AppContext(QObject):
         self.poll_interval_s = poll_interval_s
         self.latest_stats: StatsSnapshot | None = None
         self.latest_models: list[ModelCard] = []
+        # a library server's router and model servers together (None: a single server)
+        self.latest_memory: ServerMemory | None = None
         # the dashboard's filter: one model's stats, or None for every model added up
         self.stats_model: str | None = None
         self._poller: ThreadWorker | None = None
@@ -154,6 +157,7 @@ class AppContext(QObject):
             self.poll_interval_s,
             model=lambda: self.stats_model,
             models_every=self.MODELS_EVERY if self.server.serves_library else 0,
+            server_pid=self.server.pid() if self.server.serves_library else None,
         )
         self._poller.yielded.connect(self._on_stats)
         self._poller.start()
@@ -166,12 +170,14 @@ class AppContext(QObject):
             self.models_received.emit(reading.models)
             return
         self.latest_stats = reading.snapshot
+        self.latest_memory = reading.memory
         self.stats_received.emit(reading.snapshot, reading.received_at)
 
     def _on_state(self, state: str) -> None:
         if state != ServerState.RUNNING.value:
             self._stop_polling()
             self.latest_models = []
+            self.latest_memory = None
             self.models_received.emit([])
 
     def _stop_polling(self) -> None:

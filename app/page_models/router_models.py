@@ -52,6 +52,16 @@ def library_model_id(value: str, root: Path | None = None) -> str | None:
     return rel[:-5]
 
 
+def library_path(model_id: str, root: Path | None = None) -> str | None:
+    """The file a library id names, as the Server page's picker holds it ('default' for the
+    embedded model); ``None`` if the library cannot be read. The inverse of
+    :func:`library_model_id`."""
+    if model_id == DEFAULT_MODEL_ID:
+        return "default"
+    root = root if root is not None else library_root()
+    return None if root is None else str(root / f"{model_id}.gguf")
+
+
 def model_overrides(knobs: ServerKnobs) -> dict[str, Any]:
     """The knobs remembered for the served model (``ModelSettingsStore``)."""
     return {name: getattr(knobs, name) for name in MODEL_KNOBS}
@@ -137,23 +147,6 @@ def resident_cells(card: ModelCard) -> list[str]:
         str(card.in_flight),
         "yes" if card.pinned else "",
     ]
-
-
-def resident_summary(cards: list[ModelCard], chosen: str | None) -> str:
-    """The models already holding memory beside the chosen one, for the fit box: '' when
-    none; else 'Also resident: a (1.2 GiB), b (300 MiB): 1.5 GiB in all'."""
-    others = [c for c in cards if c.state in ("loaded", "loading") and c.id != chosen]
-    if not others:
-        return ""
-    total = sum(c.memory_bytes or 0 for c in others)
-    names = ", ".join(
-        f"{c.id} ({human_bytes(c.memory_bytes)})" if c.memory_bytes else f"{c.id} ({c.state})"
-        for c in others
-    )
-    return (
-        f"Also resident: {names}: {human_bytes(total)} in all, counted in the server's "
-        "memory budget before this model loads."
-    )
 
 
 # -- "All models" on the dashboard ----------------------------------------------------------

@@ -31,6 +31,7 @@ from PySide6.QtWidgets import (
 from app.app_context import AppContext
 from app.page_models.ring_buffer import RingBuffer
 from app.page_models.router_models import ModelCard
+from app.page_models.server_memory_view import ram_series_name, ram_tooltip
 from app.storage.app_settings import AppSettings
 from app.theme import MUTED, SERIES, SURFACE
 from app.widgets.common import EmptyState, StatTile, page_header
@@ -91,6 +92,8 @@ class DashboardPage(QWidget):
         self._gpu_names: list[str] = []
         self._gpu_note: str | None = None
         self._latest: StatsSnapshot | None = None
+        self._ram_rss = 0  # the server line's last value, bytes
+        self.chart_cards: dict[str, QFrame] = {}
 
         outer = QVBoxLayout(self)
         outer.setContentsMargins(28, 22, 28, 22)
@@ -173,6 +176,7 @@ class DashboardPage(QWidget):
     def _build_chart(self, chart: _Chart) -> QWidget:
         card = QFrame()
         card.setObjectName("Card")
+        self.chart_cards[chart.key] = card
         lay = QVBoxLayout(card)
         lay.setContentsMargins(10, 8, 10, 6)
         lay.setSpacing(2)
@@ -274,7 +278,12 @@ class DashboardPage(QWidget):
         b["kv"].append(received_at, (stats.kv.used_pct,))
         b["prefix"].append(received_at, (stats.prefix_cache.hits, stats.prefix_cache.misses))
         system = stats.system
-        b["ram"].append(received_at, (system.rss_bytes / GiB, system.ram_used_bytes / GiB))
+        # a library server's snapshots count its models alone: with every model shown, the
+        # server line is the router and its model servers together, as psutil reads them
+        memory = self.context.latest_memory
+        rss = memory.total if wanted is None and memory is not None else system.rss_bytes
+        self._ram_rss = rss
+        b["ram"].append(received_at, (rss / GiB, system.ram_used_bytes / GiB))
         gpus = system.gpus[:MAX_GPUS]
         vram = [float("nan")] * MAX_GPUS
         for gpu in gpus:
@@ -309,6 +318,7 @@ class DashboardPage(QWidget):
             if chart.key != "vram":
                 self.plots[chart.key].setYRange(0, top, padding=0)
         self._update_vram_state()
+        self._update_ram_names()
         self._update_tiles()
 
     def _update_vram_state(self) -> None:
@@ -328,6 +338,22 @@ class DashboardPage(QWidget):
             self.no_gpu_label.setText(
                 f"<b>No NVIDIA GPU</b><br>{note}.<br>The model runs on the CPU."
             )
+
+    def _update_ram_names(self) -> None:
+        """Name the server line for what it counts, and give its numbers as a tooltip."""
+        model = self.context.stats_model
+        memory = self.context.latest_memory if model is None else None
+        legend = self.plots["ram"].getPlotItem().legend
+        if legend is not None and legend.items:
+            name = ram_series_name(model, memory)
+            label = legend.items[0][1]
+            if label.text != name:
+                label.setText(name)
+                legend.updateSize()
+        card = next((c for c in self.context.latest_models if c.id == model), None)
+        self.chart_cards["ram"].setToolTip(
+            ram_tooltip(model, memory, self._ram_rss, card.memory_bytes if card else None)
+        )
 
     def _update_tiles(self) -> None:
         s = self._latest

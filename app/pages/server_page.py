@@ -30,10 +30,10 @@ from PySide6.QtWidgets import (
 
 from app.app_context import AppContext
 from app.page_models.fit_adapter import FitView, estimate
+from app.page_models.memory_stack import estimated_gpu_bytes, load_plan, memory_stacks
 from app.page_models.router_models import (
     ModelCard,
     library_model_id,
-    resident_summary,
     with_model_overrides,
 )
 from app.page_models.server_command import find_free_port
@@ -63,6 +63,7 @@ from app.widgets.fit_bar import FitBar
 from app.workers.library_events import library_events
 from app.workers.server_process import ServerState, remember_model_knobs
 from backend.settings.model_settings_store import ModelSettingsStore
+from backend.settings.router_settings import RouterSettings
 
 log = logging.getLogger(__name__)
 
@@ -119,6 +120,10 @@ class ServerPage(QWidget):
         self._loading = True
         self._port_note: str | None = None
         self._chosen_id: tuple[str, str | None] = ("", None)  # (picker value, library id)
+        # a library server's models, as last polled, and each one's GPU share by estimate
+        self._cards: list[ModelCard] = []
+        self._gpu_shares: dict[tuple[str, int | None], int] = {}
+        self._router = RouterSettings()  # the server's reserve and models_max (same env)
         self._fit_timer = QTimer(self)
         self._fit_timer.setSingleShot(True)
         self._fit_timer.setInterval(120)
@@ -170,7 +175,7 @@ class ServerPage(QWidget):
         self.resident.unload_requested.connect(self._unload_model)
         self.resident.pin_requested.connect(self._pin_model)
         context.models_received.connect(self.resident.show_cards)
-        context.models_received.connect(self._show_resident_note)
+        context.models_received.connect(self._on_models)
         context.model_action_finished.connect(self.resident.action_done)
         context.model_action_failed.connect(self.resident.action_failed)
         self.endpoint = EndpointBox()
@@ -318,12 +323,6 @@ class ServerPage(QWidget):
         v = QVBoxLayout(box)
         self.fit_bar = FitBar()
         v.addWidget(self.fit_bar)
-        # a library server: the models already resident take memory beside this one
-        self.resident_note = QLabel()
-        self.resident_note.setProperty("muted", True)
-        self.resident_note.setWordWrap(True)
-        self.resident_note.hide()
-        v.addWidget(self.resident_note)
         return box
 
     def _build_network_box(self) -> QGroupBox:
@@ -435,6 +434,7 @@ class ServerPage(QWidget):
     def refresh_fit(self) -> FitView:
         view = estimate(self.knobs())
         self.fit_bar.set_view(view)
+        self._show_stack(view)
         return view
 
     # -- server control -------------------------------------------------------------------
@@ -456,13 +456,38 @@ class ServerPage(QWidget):
         self.server.restart(knobs)
 
     # -- models beside the served one (a library server) -----------------------------------
-    def _show_resident_note(self, cards: list[ModelCard]) -> None:
+    def _on_models(self, cards: list[ModelCard]) -> None:
+        """A poll of the library server's models: the fit bars stack them, against the
+        memory free now (read again, since loads and unloads move it)."""
+        had = any(c.state in ("loaded", "loading") for c in self._cards)
+        self._cards = cards
+        if self.isVisible() or had:
+            self.refresh_fit()
+
+    def _show_stack(self, view: FitView) -> None:
+        """With a library server holding models, each one is a segment of the fit bars,
+        then the chosen model if it is not among them."""
+        cards = self._cards if self.server.state is ServerState.RUNNING else []
+        if not any(c.state in ("loaded", "loading") for c in cards):
+            return
         value = self.model_picker.value()
         if self._chosen_id[0] != value:  # read the library's folder once per choice
             self._chosen_id = (value, library_model_id(value))
-        text = resident_summary(cards, self._chosen_id[1])
-        self.resident_note.setText(text)
-        self.resident_note.setVisible(bool(text))
+        gpu_of = self._gpu_share if view.vram_total > 0 else None
+        ram, vram = memory_stacks(
+            view, cards, self._chosen_id[1], self._router.memory_reserve, gpu_of
+        )
+        plan = load_plan(ram, vram, cards, self._router.models_max)
+        self.fit_bar.set_stacks(ram, vram, plan)
+
+    def _gpu_share(self, card: ModelCard) -> int:
+        """A resident model's GPU memory by the fit estimate, once per load of it."""
+        key = (card.id, card.memory_bytes)
+        if key not in self._gpu_shares:
+            running = self.server.knobs or self.knobs()
+            stored = ModelSettingsStore().get(card.id)
+            self._gpu_shares[key] = estimated_gpu_bytes(card.id, running, stored)
+        return self._gpu_shares[key]
 
     def load_model(self, model_id: str = "") -> None:
         """Load ``model_id`` (or, given '', the model chosen above, with the knobs shown,

@@ -1,27 +1,66 @@
-"""A VRAM / RAM bar: needed against available, with a verdict badge."""
+"""A VRAM / RAM bar: needed against available, with a verdict badge.
+
+While a library server runs the bars stack the models it holds, each a segment of its own,
+then the chosen model about to load, against the free memory (the server's reserve hatched
+at the end); a legend under the bars names them and says what loading the chosen model does
+(:mod:`app.page_models.memory_stack`)."""
 
 from __future__ import annotations
 
+from html import escape
+
 from PySide6.QtCore import QRectF, Qt
-from PySide6.QtGui import QColor, QPainter, QPaintEvent
+from PySide6.QtGui import QBrush, QColor, QFontMetrics, QPainter, QPainterPath, QPaintEvent
 from PySide6.QtWidgets import QGridLayout, QLabel, QWidget
 
 from app.page_models.fit_adapter import FitView
-from app.theme import BAD, GOOD, WARN
+from app.page_models.memory_stack import LoadPlan, MemoryStack, Segment, legend
+from app.theme import BAD, GOOD, IDLE, WARN
 from app.widgets.fit_badge import VERDICT_LOOKS
 from backend.core.units import human_bytes
 
+# the resident models' colours: none of them green, amber or red (the chosen model's)
+RESIDENT_COLOURS = ("#6e8bff", "#b48cff", "#4aa8d8", "#c678dd", "#7f8fd0", "#5f9ea0")
+PLAN_COLOURS = {"": GOOD, "loaded": GOOD, "fits": GOOD, "evicts": WARN, "refused": BAD}
+_TRACK = "#11131a"
+
+
+def segment_colours(ram: MemoryStack, plan: LoadPlan) -> dict[str, str]:
+    """One colour per model of the bars, the same on both: the resident models in turn, the
+    model about to load in the plan's colour."""
+    colours: dict[str, str] = {}
+    for segment in ram.segments:
+        if segment.role == "new":
+            colours[segment.model_id] = PLAN_COLOURS[plan.kind]
+        else:
+            colours[segment.model_id] = RESIDENT_COLOURS[len(colours) % len(RESIDENT_COLOURS)]
+    return colours
+
 
 class _Meter(QWidget):
+    PLAIN_HEIGHT = 12
+    STACK_HEIGHT = 18
+
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.needed = 0
         self.total = 0
-        self.setFixedHeight(12)
+        self.stack: MemoryStack | None = None
+        self.colours: dict[str, str] = {}
+        self.setFixedHeight(self.PLAIN_HEIGHT)
         self.setMinimumWidth(120)
 
     def set_values(self, needed: int, total: int) -> None:
         self.needed, self.total = needed, total
+        self.stack = None
+        self.setFixedHeight(self.PLAIN_HEIGHT)
+        self.setToolTip("")
+        self.update()
+
+    def set_stack(self, stack: MemoryStack, colours: dict[str, str]) -> None:
+        self.stack, self.colours = stack, colours
+        self.setFixedHeight(self.STACK_HEIGHT)
+        self.setToolTip(stack.tooltip())
         self.update()
 
     def paintEvent(self, event: QPaintEvent) -> None:
@@ -29,8 +68,11 @@ class _Meter(QWidget):
         p.setRenderHint(QPainter.RenderHint.Antialiasing)
         p.setPen(Qt.PenStyle.NoPen)
         rect = QRectF(self.rect())
-        p.setBrush(QColor("#11131a"))
+        p.setBrush(QColor(_TRACK))
         p.drawRoundedRect(rect, 6, 6)
+        if self.stack is not None:
+            self._paint_stack(p, rect, self.stack)
+            return
         if self.total <= 0 or self.needed <= 0:
             return
         frac = min(1.0, self.needed / self.total)
@@ -42,9 +84,65 @@ class _Meter(QWidget):
             QRectF(rect.x(), rect.y(), max(8.0, rect.width() * frac), rect.height()), 6, 6
         )
 
+    def _paint_stack(self, p: QPainter, rect: QRectF, stack: MemoryStack) -> None:
+        clip = QPainterPath()
+        clip.addRoundedRect(rect, 6, 6)
+        p.setClipPath(clip)
+        width = rect.width()
+        reserve = stack.reserve_span()
+        if reserve is not None:
+            start, end = reserve
+            hatch = QColor(IDLE)
+            hatch.setAlpha(150)
+            p.setBrush(QBrush(hatch, Qt.BrushStyle.BDiagPattern))
+            p.drawRect(
+                QRectF(rect.x() + width * start, rect.y(), width * (end - start), rect.height())
+            )
+        font = p.font()
+        font.setPixelSize(11)
+        p.setFont(font)
+        metrics = QFontMetrics(font)
+        for start, end, segment in stack.spans():
+            x0 = rect.x() + width * start
+            w = max(3.0, width * min(1.0, end) - width * start)
+            box = QRectF(x0, rect.y(), w, rect.height())
+            colour = QColor(self.colours.get(segment.model_id, IDLE))
+            if segment.role == "new" and not stack.fits:
+                colour.setAlpha(200)
+            p.setPen(Qt.PenStyle.NoPen)
+            p.setBrush(colour)
+            p.drawRect(box)
+            p.setPen(QColor(_TRACK))  # a gap between two models
+            p.drawLine(box.topRight(), box.bottomRight())
+            text = _segment_text(segment, metrics, int(w) - 8)
+            if text:
+                p.setPen(QColor("#0d0f14"))
+                p.drawText(box.adjusted(4, 0, -4, 0), Qt.AlignmentFlag.AlignVCenter, text)
+
+
+def _segment_text(segment: Segment, metrics: QFontMetrics, room: int) -> str:
+    """The model's name (and size) if the segment has room for it, else ''."""
+    if room < 24:
+        return ""
+    full = f"{segment.label} {human_bytes(segment.size_bytes)}"
+    if metrics.horizontalAdvance(full) <= room:
+        return full
+    text = metrics.elidedText(segment.label, Qt.TextElideMode.ElideRight, room)
+    return text if len(text) > 3 else ""
+
+
+def _short(label: str, most: int = 34) -> str:
+    """A model's name cut to fit the legend's width (the full one is in the tooltips)."""
+    return label if len(label) <= most else label[: most - 1] + "…"
+
+
+def _nbsp(text: str) -> str:
+    """``text`` kept on one line of the legend."""
+    return text.replace(" ", "&nbsp;")
+
 
 class FitBar(QWidget):
-    """Shows a :class:`FitView`."""
+    """Shows a :class:`FitView`, and with :meth:`set_stacks` a library server's models."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -66,6 +164,11 @@ class FitBar(QWidget):
         for text in (self.vram_text, self.ram_text):
             text.setMinimumWidth(170)
             text.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+        # the library server's models: a coloured key per segment, then the load plan
+        self.legend = QLabel()
+        self.legend.setWordWrap(True)
+        self.legend.setTextFormat(Qt.TextFormat.RichText)
+        self.legend.hide()
         grid.addWidget(self.badge, 0, 0, 1, 1)
         grid.addWidget(self.summary, 0, 1, 1, 2)
         grid.addWidget(self.vram_label, 1, 0)
@@ -74,8 +177,12 @@ class FitBar(QWidget):
         grid.addWidget(self.ram_label, 2, 0)
         grid.addWidget(self.ram_meter, 2, 1)
         grid.addWidget(self.ram_text, 2, 2)
+        grid.addWidget(self.legend, 3, 0, 1, 3)
         grid.setColumnStretch(1, 1)
         self.view: FitView | None = None
+        self.stacks: tuple[MemoryStack, MemoryStack | None] | None = None
+        self.plan = LoadPlan("", "")
+        self.colours: dict[str, str] = {}
 
     def set_view(self, view: FitView) -> None:
         self.view = view
@@ -112,3 +219,40 @@ class FitBar(QWidget):
             if view.ram_total
             else human_bytes(view.ram_needed)
         )
+        self.stacks = None
+        self.legend.hide()
+
+    def set_stacks(self, ram: MemoryStack, vram: MemoryStack | None, plan: LoadPlan) -> None:
+        """Stack the resident models on the bars (after :meth:`set_view`, which clears it)."""
+        self.stacks, self.plan = (ram, vram), plan
+        self.colours = segment_colours(ram, plan)
+        self.ram_meter.set_stack(ram, self.colours)
+        self.ram_text.setText(ram.text())
+        if vram is not None:
+            self.vram_meter.set_stack(vram, self.colours)
+            self.vram_text.setText(vram.text())
+        keys = []
+        for segment, size in legend(ram, vram):
+            role = {"resident": "", "chosen": " (chosen)", "new": " (to load)"}[segment.role]
+            size_text = human_bytes(size) if size else segment.state
+            keys.append(
+                f'<span style="color:{self.colours[segment.model_id]}">■</span>&nbsp;'
+                f"{_nbsp(escape(_short(segment.label)))}{_nbsp(role)}"
+                f"&nbsp;{_nbsp(size_text)}"
+            )
+        reserve = ram.reserve_bytes
+        if reserve:
+            keys.append(
+                f'<span style="color:{IDLE}">▨</span>&nbsp;kept&nbsp;free&nbsp;'
+                f"{_nbsp(human_bytes(reserve))}"
+            )
+        text = " &nbsp; ".join(keys)
+        if plan.text:
+            text += f'<br><span style="color:{PLAN_COLOURS[plan.kind]}">{escape(plan.text)}</span>'
+        self.legend.setText(text)
+        self.legend.setToolTip(
+            "The server's models as it counts them before it loads another: each one's "
+            "estimate (weights, KV cache, compute, its server process), then the chosen "
+            "model with the knobs shown, against the memory free now"
+        )
+        self.legend.setVisible(bool(keys))

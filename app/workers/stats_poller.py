@@ -20,7 +20,9 @@ from pydantic import ValidationError
 from PySide6.QtCore import QObject
 
 from app.page_models.router_models import ModelCard, combine_snapshots
+from app.page_models.server_memory_view import ServerMemory
 from app.workers.router_client import RouterRequestError, list_models
+from app.workers.server_memory import server_memory
 from app.workers.thread_worker import ThreadWorker
 from backend.engine.stats_model import StatsSnapshot
 
@@ -28,10 +30,12 @@ log = logging.getLogger(__name__)
 
 
 class StatsReading(NamedTuple):
-    """One snapshot and the ``time.monotonic()`` at which its response arrived."""
+    """One snapshot and the ``time.monotonic()`` at which its response arrived; with a
+    server pid, the memory of the whole server read just after."""
 
     received_at: float
     snapshot: StatsSnapshot
+    memory: ServerMemory | None = None
 
 
 class ModelsReading(NamedTuple):
@@ -58,11 +62,14 @@ def poll_stats(
     stop: threading.Event,
     model: Callable[[], str | None] = lambda: None,
     models_every: int = 0,
+    server_pid: int | None = None,
 ) -> Iterator[StatsReading | ModelsReading]:
     """GET ``{base_url}/v1/stats`` every ``interval_s`` and yield each snapshot, with the
     time its response arrived, until ``stop``. While ``model()`` names a model, its stats
     alone (``?model=ID``). With ``models_every`` > 0, every that many polls (the first
-    included) also GET ``/v1/models`` and yield a :class:`ModelsReading`.
+    included) also GET ``/v1/models`` and yield a :class:`ModelsReading`. With
+    ``server_pid``, each reading carries the RSS of that process and its children (a
+    library server's router and model servers: the snapshots count only the models').
 
     A failed poll (no answer, an error status, a body that is not a snapshot) is skipped;
     it is logged once, and again if it persists.
@@ -96,7 +103,8 @@ def poll_stats(
             else:
                 failures = 0
                 if snapshot is not None:
-                    yield StatsReading(received_at, snapshot)
+                    memory = server_memory(server_pid) if server_pid else None
+                    yield StatsReading(received_at, snapshot, memory)
             stop.wait(max(0.0, interval_s - (time.monotonic() - started)))
 
 
@@ -108,12 +116,15 @@ def stats_poller(
     *,
     model: Callable[[], str | None] = lambda: None,
     models_every: int = 0,
+    server_pid: int | None = None,
 ) -> ThreadWorker:
     """A worker, not yet started, whose ``yielded`` signal carries one :class:`StatsReading`
     per poll (and a :class:`ModelsReading` every ``models_every`` polls); ``cancel()`` stops
     it within one interval (or one request's 2 s timeout)."""
     worker = ThreadWorker(
-        lambda: poll_stats(base_url, api_key, interval_s, worker.cancel_event, model, models_every),
+        lambda: poll_stats(
+            base_url, api_key, interval_s, worker.cancel_event, model, models_every, server_pid
+        ),
         parent,
     )
     return worker

@@ -14,7 +14,6 @@ from app.page_models.router_models import (
     parse_models,
     resident_cells,
     resident_rows,
-    resident_summary,
     with_model_overrides,
 )
 from app.page_models.server_command import serve_arguments
@@ -110,15 +109,3 @@ def test_load_failures_in_plain_words() -> None:
     assert oom.kind == "oom" and "ran out of memory" in str(oom) and oom.while_starting
     other = explain_load_failure("m", "the model 'm' does not exist", "model_not_found")
     assert other.kind == "load_failed" and "m could not be loaded" in str(other)
-
-
-def test_the_fit_box_names_the_models_already_resident() -> None:
-    cards = [
-        ModelCard("chosen", "loaded", memory_bytes=2**30),
-        ModelCard("coder", "loaded", memory_bytes=512 * 2**20),
-        ModelCard("embed", "loading"),
-        ModelCard("idle", "unloaded"),
-    ]
-    text = resident_summary(cards, "chosen")
-    assert text.startswith("Also resident: coder (512.0 MiB), embed (loading): 512.0 MiB in all")
-    assert resident_summary(cards[:1], "chosen") == ""

@@ -15,6 +15,7 @@ from PySide6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 
 from app.main_window import MainWindow
+from app.page_models.router_models import ModelCard
 from app.pages.chat_page import ChatPage
 from app.pages.dashboard_page import DashboardPage
 from app.pages.models_page import ModelsPage
@@ -22,9 +23,11 @@ from app.pages.server_page import ServerPage
 from app.workers.server_process import ServerState
 from backend.settings.default_model import DEFAULT_MODEL_ID
 from backend.settings.model_settings_store import ModelSettingsStore
+from tests.app.layout_check import layout_problems
 
 START_TIMEOUT_MS = 180_000
 LOAD_TIMEOUT_MS = 180_000
+GiB = float(1 << 30)
 
 
 @pytest.fixture
@@ -46,6 +49,31 @@ def _state(window: MainWindow, model_id: str) -> str | None:
 
 def _card(window: MainWindow, model_id: str) -> object:
     return next((c for c in window.context.latest_models if c.id == model_id), None)
+
+
+def _layout_problems(window: MainWindow, qtbot: QtBot, key: str) -> dict[str, list[str]]:
+    """Overlapping, clipped or squeezed widgets of page ``key`` at 1280x720 and 1440x900."""
+    problems: dict[str, list[str]] = {}
+    for width, height in ((1280, 720), (1440, 900)):
+        window.resize(width, height)
+        window.show_page(key)
+        qtbot.wait(400)
+        found = layout_problems(window)
+        if found:
+            problems[f"{key} at {width}x{height}"] = found
+    return problems
+
+
+def _ram_name(dash: DashboardPage) -> str:
+    """What the dashboard's RAM chart calls its server line."""
+    legend = dash.plots["ram"].getPlotItem().legend
+    return str(legend.items[0][1].text) if legend is not None and legend.items else ""
+
+
+def _stacked(page: ServerPage) -> set[str]:
+    """The models the Server page's RAM bar stacks."""
+    stacks = page.fit_bar.stacks
+    return {s.model_id for s in stacks[0].segments} if stacks is not None else set()
 
 
 def test_picking_a_model_shows_its_remembered_knobs(
@@ -109,14 +137,53 @@ def test_library_server_switch_load_pin_unload_filter(
     assert dash._latest is not None
     assert (dash._latest.model.n_ctx, dash._latest.model.n_parallel) == (768, 1)
     assert dash._latest.requests.completed == 1
+    # RAM: beta's own server process, as its snapshot reads it
+    qtbot.waitUntil(lambda: _ram_name(dash) == "beta RSS", timeout=10_000)
+    assert dash.buffers["ram"].last(0) == dash._latest.system.rss_bytes / GiB
+    beta_rss = dash._latest.system.rss_bytes
     assert dash.filter_model(None)
     qtbot.waitUntil(
         lambda: dash._latest is not None and dash._latest.model.id == "2 models", timeout=10_000
     )
+    # RAM of every model: the whole server, the router and both model servers together
+    qtbot.waitUntil(lambda: _ram_name(dash) == "router + 2 models", timeout=10_000)
+    memory = window.context.latest_memory
+    assert memory is not None and memory.children == 2
+    assert dash.buffers["ram"].last(0) == memory.total / GiB
+    models_rss = dash._latest.system.rss_bytes  # the two model servers' snapshots added up
+    assert memory.main > 0 and memory.total > models_rss > beta_rss
+    assert "The whole server" in dash.chart_cards["ram"].toolTip()
+    assert not _layout_problems(window, qtbot, "dashboard")
+    assert not _layout_problems(window, qtbot, "chat")
 
     # -- the resident models table pins and unloads ---------------------------------------
     window.show_page("server")
-    qtbot.waitUntil(lambda: "Also resident: beta" in page.resident_note.text(), timeout=10_000)
+    # the fit bars stack the resident models: the chosen (embedded) one and beta, each
+    # with the memory the server counts for it (no GPU here: all of it RAM)
+    qtbot.waitUntil(lambda: _stacked(page) >= {DEFAULT_MODEL_ID, "beta"}, timeout=10_000)
+    assert page.fit_bar.stacks is not None
+    ram, vram = page.fit_bar.stacks
+    sizes = {s.model_id: (s.size_bytes, s.role) for s in ram.segments}
+    beta_card = _card(window, "beta")
+    assert isinstance(beta_card, ModelCard) and beta_card.memory_bytes
+    if vram is None:
+        assert sizes["beta"] == (beta_card.memory_bytes, "resident")
+    assert sizes[DEFAULT_MODEL_ID][1] == "chosen"
+    assert "beta" in page.fit_bar.legend.text()
+    assert page.fit_bar.plan.text == f"{DEFAULT_MODEL_ID} is loaded beside 1 other model."
+    # another model chosen: it is stacked after them, with what loading it would do
+    delta = beta.parent / "delta.gguf"
+    os.symlink(beta.resolve(), delta)
+    page.set_model(str(delta))
+    qtbot.waitUntil(lambda: "delta" in _stacked(page), timeout=10_000)
+    assert page.fit_bar.stacks is not None
+    ram, _ = page.fit_bar.stacks
+    assert [s.role for s in ram.segments if s.model_id == "delta"] == ["new"]
+    assert "delta&nbsp;(to&nbsp;load)" in page.fit_bar.legend.text()
+    assert page.fit_bar.plan.kind in ("fits", "evicts", "refused") and page.fit_bar.plan.text
+    assert not _layout_problems(window, qtbot, "server")  # the legend and plan included
+    page.set_model("default")
+    qtbot.waitUntil(lambda: page.fit_bar.plan.kind == "loaded", timeout=10_000)
     qtbot.waitUntil(lambda: page.resident.select("beta"), timeout=10_000)
     assert page.resident.pin_button.text() == "Pin"
     qtbot.mouseClick(page.resident.pin_button, Qt.MouseButton.LeftButton)
