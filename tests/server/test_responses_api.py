@@ -305,3 +305,25 @@ def test_context_overflow_is_a_400_in_openai_shape(live_server: LiveServer) -> N
     with pytest.raises(openai.BadRequestError) as err:
         live_server.client().responses.create(model=MODEL, input="word " * 5000, stream=True)
     assert _error(err.value)["code"] == "context_length_exceeded"
+
+
+def test_a_failed_generation_ends_with_response_failed(live_server: LiveServer) -> None:
+    """A grammar no token can continue (see test_engine_survives) fails in the engine after
+    the stream began: the stream ends with response.failed and its error; unstreamed, the
+    same request is a 400."""
+    client = live_server.client()
+    dead_end = {"grammar": 'root ::= "\\x00"'}
+    events = list(
+        client.responses.create(
+            model=MODEL, input="Hi", max_output_tokens=8, stream=True, extra_body=dead_end
+        )
+    )
+    assert [e.type for e in events[:2]] == ["response.created", "response.in_progress"]
+    last = events[-1]
+    assert last.type == "response.failed"
+    assert last.response.status == "failed" and last.response.error is not None
+    assert last.response.error.code == "invalid_prompt"
+    assert "grammar" in last.response.error.message
+    with pytest.raises(openai.BadRequestError) as err:
+        client.responses.create(model=MODEL, input="Hi", max_output_tokens=8, extra_body=dead_end)
+    assert "grammar" in _error(err.value)["message"]
