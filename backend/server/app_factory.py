@@ -29,6 +29,7 @@ from backend.server.routes import (
     completions,
     embeddings,
     infill,
+    messages,
     models,
     monitoring,
     responses,
@@ -97,7 +98,17 @@ def create_app(
 
     app.add_middleware(ArrivalTracking)  # innermost: sees only requests the edge let in
     install_edge(app, server_settings)
-    for module in (chat, completions, models, monitoring, embeddings, infill, tokenize, responses):
+    for module in (
+        chat,
+        completions,
+        messages,
+        models,
+        monitoring,
+        embeddings,
+        infill,
+        tokenize,
+        responses,
+    ):
         app.include_router(module.router)
     _add_docs(app)
     return app

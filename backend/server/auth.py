@@ -1,4 +1,6 @@
-"""Bearer API-key check, compared in constant time."""
+"""API-key check, compared in constant time: ``Authorization: Bearer <key>`` (OpenAI's
+clients, Claude Code's ANTHROPIC_AUTH_TOKEN) or ``x-api-key: <key>`` (Anthropic's SDKs,
+Claude Code's ANTHROPIC_API_KEY)."""
 
 from __future__ import annotations
 
@@ -17,8 +19,13 @@ def has_valid_key(request: Request) -> bool:
         return True
     header = request.headers.get("authorization", "")
     scheme, _, token = header.partition(" ")
-    return scheme.lower() == "bearer" and secrets.compare_digest(
+    if scheme.lower() == "bearer" and secrets.compare_digest(
         token.strip().encode(), expected.encode()
+    ):
+        return True
+    api_key = request.headers.get("x-api-key")
+    return api_key is not None and secrets.compare_digest(
+        api_key.strip().encode(), expected.encode()
     )
 
 
@@ -34,7 +41,7 @@ async def require_api_key(request: Request) -> None:
     if not has_valid_key(request):
         raise ApiError(
             401,
-            "missing or invalid API key: send 'Authorization: Bearer <key>'",
+            "missing or invalid API key: send 'Authorization: Bearer <key>' or 'x-api-key: <key>'",
             type_="invalid_request_error",
             code="invalid_api_key",
             headers={"WWW-Authenticate": "Bearer"},

@@ -1,4 +1,5 @@
-"""OpenAI-shaped error bodies: ``{"error": {"message", "type", "param", "code"}}``."""
+"""OpenAI-shaped error bodies: ``{"error": {"message", "type", "param", "code"}}``; under
+``/v1/messages``, Anthropic's ``{"type": "error", "error": {"type", "message"}}``."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from backend.engine.errors import (
     InvalidRequestError,
     QueueFullError,
 )
+from backend.server.anthropic import errors as anthropic_errors
 
 log = logging.getLogger(__name__)
 
@@ -52,12 +54,13 @@ def _printable(text: str | None) -> str | None:
     return None if text is None else text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
-def _response(err: ApiError) -> JSONResponse:
-    return JSONResponse(
-        error_body(_printable(err.message) or "", err.type, _printable(err.param), err.code),
-        status_code=err.status,
-        headers=err.headers,
-    )
+def _response(err: ApiError, request: Request) -> JSONResponse:
+    message = _printable(err.message) or ""
+    if anthropic_errors.is_messages_path(request.url.path):
+        body = anthropic_errors.error_body(err.status, message)
+    else:
+        body = error_body(message, err.type, _printable(err.param), err.code)
+    return JSONResponse(body, status_code=err.status, headers=err.headers)
 
 
 def to_api_error(exc: Exception) -> ApiError:
@@ -100,11 +103,11 @@ def _union_tag(part: object) -> bool:
 
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(ApiError)
-    async def _api_error(_: Request, exc: ApiError) -> JSONResponse:
-        return _response(exc)
+    async def _api_error(request: Request, exc: ApiError) -> JSONResponse:
+        return _response(exc, request)
 
     @app.exception_handler(RequestValidationError)
-    async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
+    async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
         errors = exc.errors()
         first = errors[0] if errors else {"loc": (), "msg": "invalid request"}
         loc = [str(p) for p in first.get("loc", ()) if p != "body" and not _union_tag(p)]
@@ -116,17 +119,17 @@ def install_error_handlers(app: FastAPI) -> None:
             message = "the request body is not valid JSON"
         else:
             message = f"{param or 'body'}: {first.get('msg')}"
-        return _response(ApiError(400, message, param=param, code="invalid_request"))
+        return _response(ApiError(400, message, param=param, code="invalid_request"), request)
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         type_ = "not_found_error" if exc.status_code == 404 else "invalid_request_error"
-        return _response(ApiError(exc.status_code, str(exc.detail), type_=type_))
+        return _response(ApiError(exc.status_code, str(exc.detail), type_=type_), request)
 
     @app.exception_handler(QuantDeskError)
-    async def _engine(_: Request, exc: QuantDeskError) -> JSONResponse:
-        return _response(to_api_error(exc))
+    async def _engine(request: Request, exc: QuantDeskError) -> JSONResponse:
+        return _response(to_api_error(exc), request)
 
     @app.exception_handler(Exception)
-    async def _any(_: Request, exc: Exception) -> JSONResponse:
-        return _response(to_api_error(exc))
+    async def _any(request: Request, exc: Exception) -> JSONResponse:
+        return _response(to_api_error(exc), request)
