@@ -14,7 +14,7 @@ from jinja2 import TemplateError
 
 from backend.core.errors import ConfigError
 from backend.engine.chat_template import ChatTemplate
-from backend.engine.errors import ContextOverflowError, EngineError
+from backend.engine.errors import ContextOverflowError, EngineError, ModelCannotGenerateError
 from backend.engine.model_runtime import ModelRuntime, gpu_offload_supported
 from backend.engine.request_types import (
     EngineEvent,
@@ -94,9 +94,30 @@ class Engine:
         """Tokens one request may hold (a slot's stream, unless --kv-unified)."""
         return self.runtime.n_ctx_seq
 
+    @property
+    def can_generate(self) -> bool:
+        """False for a model without a KV cache (an embedding model such as BERT): it
+        serves /v1/embeddings (and tokenize) only."""
+        return self.runtime.can_generate
+
+    def check_can_generate(self) -> None:
+        """Raise a clear 400-class error when the model cannot generate text."""
+        if self.runtime.can_generate:
+            return
+        if self.runtime.is_diffusion:
+            raise ModelCannotGenerateError(
+                f"model '{self.model_id}' is a diffusion model: this server cannot generate "
+                "with it",
+                param="model",
+            )
+        raise ModelCannotGenerateError(
+            f"model '{self.model_id}' is an embedding model: it serves /v1/embeddings only",
+            param="model",
+        )
+
     def start(self, *, warmup: bool = True) -> None:
         self.scheduler.start()
-        if warmup:
+        if warmup and self.can_generate:
             self._warmup()
         self.ready = True
 
@@ -172,6 +193,7 @@ class Engine:
         prompt_logprobs: int | None = None,
     ) -> GenerationRequest:
         """Queue a sequence; raises QueueFullError or InvalidRequestError at once."""
+        self.check_can_generate()
         request = GenerationRequest(
             prompt_tokens=list(prompt_tokens),
             max_tokens=max_tokens,

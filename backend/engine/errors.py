@@ -35,6 +35,10 @@ class InvalidRequestError(EngineError):
         self.param = param
 
 
+class ModelCannotGenerateError(InvalidRequestError):
+    """The model cannot generate text (an embedding model); it serves embeddings only."""
+
+
 class EngineStoppedError(EngineError):
     """The engine has shut down or crashed."""
 

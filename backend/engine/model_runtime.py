@@ -99,6 +99,10 @@ class ModelRuntime:
         self.ctx = ctx
         self.vocab = llama_cpp.llama_model_get_vocab(model)
         self.memory = llama_cpp.llama_get_memory(ctx)
+        # llama.cpp gives encoder-only models (BERT, nomic-bert, modern-bert...) and
+        # diffusion models no KV cache: the scheduler cannot generate with them
+        self.can_generate = bool(self.memory)
+        self.is_diffusion = bool(llama_cpp.llama_model_is_diffusion(model))
         self.n_ctx = int(llama_cpp.llama_n_ctx(ctx))
         self.kv_unified = settings.kv_unified
         # what one sequence may hold: the whole cache, or its slot's stream

@@ -124,6 +124,7 @@ def _prepare(body: ChatCompletionRequest, engine: Engine, request: Request) -> _
 @router.post("/v1/chat/completions", response_model=None)
 async def chat_completions(body: ChatCompletionRequest, request: Request) -> Any:
     engine = engine_for(request, body.model)
+    engine.check_can_generate()  # an embedding model: a clear 400
     check_choices(body.n, request)
     prep = await off_loop(_prepare, body, engine, request)
     # a streamed response notices a disconnect itself; a non-streamed one is watched

@@ -139,6 +139,7 @@ def echoed_logprobs(
 @router.post("/v1/completions", response_model=None)
 async def completions(body: CompletionRequest, request: Request) -> Any:
     engine = engine_for(request, body.model)
+    engine.check_can_generate()  # an embedding model: a clear 400
     best_of = body.best_of or body.n
     if best_of < body.n:
         raise ApiError(400, "best_of must be at least n", param="best_of")

@@ -164,6 +164,7 @@ def _max_tokens(body: InfillRequest) -> int | None:
 @router.post("/infill", response_model=None)
 async def infill(body: InfillRequest, request: Request) -> Any:
     engine = engine_for(request, body.model)
+    engine.check_can_generate()  # an embedding model: a clear 400
     if body.n != 1:
         raise ApiError(400, "/infill generates one completion (n must be 1)", param="n")
     fim = fim_tokens(engine)

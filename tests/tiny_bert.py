@@ -1,0 +1,134 @@
+"""A tiny BERT embedding model, built offline: random weights, a hand-written WordPiece
+vocab.txt, converted to GGUF by our own convert step (llama.cpp's convert_hf_to_gguf).
+
+The converter names a tokenizer's pre-tokenizer by hashing the ids it gives a fixed check
+text (``get_vocab_base_pre``), and refuses a hash it does not know. The vocab below puts
+the pieces BAAI/bge-small-en-v1.5 (bert-base-uncased's WordPiece vocab) splits that text
+into at bge's own ids, so the hash is bge's and the GGUF says ``bert-bge``, which is what a
+BERT WordPiece tokenizer is. The other ids hold a few common words, every letter alone
+and as a ``##`` continuation (any lowercase ASCII word has a tokenisation), and
+``[unusedN]`` fillers. Every one of those pieces is in bge's vocab too, so the check
+text splits as bge splits it.
+"""
+
+from __future__ import annotations
+
+import json
+import string
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+HIDDEN = 32  # the embedding dimension
+LAYERS = 2
+HEADS = 2
+
+# id -> piece: how bge-small-en-v1.5 splits the converter's check text ([CLS] ... [SEP])
+_CHECK_PIECES = {
+    100: "[UNK]", 101: "[CLS]", 102: "[SEP]", 999: "!", 1000: '"', 1005: "'",
+    1006: "(", 1007: ")", 1010: ",", 1011: "-", 1012: ".", 1017: "3",
+    1027: "=", 1029: "?", 1036: "`", 1037: "a", 1040: "d", 1045: "i",
+    1049: "m", 1055: "s", 1181: "б", 1192: "н", 1811: "天", 1855: "我",
+    1995: "～", 2002: "he", 2009: "it", 2017: "you", 2025: "not", 2042: "been",
+    2045: "there", 2057: "we", 2066: "like", 2070: "some", 2128: "re", 2191: "make",
+    2222: "ll", 2310: "ve", 2409: "told", 2469: "sure", 2483: "##is", 2509: "##3",
+    3671: "normal", 3674: "multiple", 3943: "33", 5572: "tea", 6207: "apple", 7861: "em",
+    9530: "con", 10260: "##а", 10325: "##и", 14150: "##о", 14677: "131", 15290: "##е",
+    16280: "##cate", 16856: "##р", 21211: "333", 22203: "##51", 22394: "##33", 23632: "##41",
+    23854: "##nated", 23925: "##к", 29147: "##oj", 29436: "##л", 29741: "##г", 29747: "##с",
+    29754: "##щ", 29755: "##ъ",
+}  # fmt: skip
+_SPECIAL = {0: "[PAD]", 103: "[MASK]"}
+_WORDS = [
+    *("the", "cat", "sat", "on", "mat", "dog", "ran", "in", "park", "hello", "world"),
+    *("lighthouse", "story", "sea", "ship", "customer", "order", "price", "bank", "river"),
+    *("money", "water", "music", "song"),
+]
+
+
+def vocab_lines() -> list[str]:
+    """The vocab.txt lines: the check pieces at their ids, then words, letters, fillers."""
+    size = max(_CHECK_PIECES) + 1
+    fixed = {**_CHECK_PIECES, **_SPECIAL}
+    taken = set(fixed.values())
+    extra = [w for w in _WORDS if w not in taken]
+    extra += [c for c in string.ascii_lowercase if c not in taken]
+    extra += [f"##{c}" for c in string.ascii_lowercase if f"##{c}" not in taken]
+    free = (i for i in range(size) if i not in fixed)
+    lines = dict(fixed)
+    for piece, i in zip(extra, free, strict=False):
+        lines[i] = piece
+    return [lines.get(i, f"[unused{i}]") for i in range(size)]
+
+
+def build_tiny_bert(folder: Path, *, seed: int = 0) -> Path:
+    """A sentence-transformers style BERT folder (mean pooling) with random weights."""
+    import torch
+    from transformers import AutoTokenizer, BertConfig, BertModel
+
+    folder.mkdir(parents=True, exist_ok=True)
+    lines = vocab_lines()
+    (folder / "vocab.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    (folder / "tokenizer_config.json").write_text(
+        json.dumps({"tokenizer_class": "BertTokenizer", "do_lower_case": True}),
+        encoding="utf-8",
+    )
+    # our convert step asks for tokenizer.json: the fast tokenizer writes it from vocab.txt
+    AutoTokenizer.from_pretrained(folder).save_pretrained(folder)
+    torch.manual_seed(seed)
+    config = BertConfig(
+        vocab_size=len(lines),
+        hidden_size=HIDDEN,
+        num_hidden_layers=LAYERS,
+        num_attention_heads=HEADS,
+        intermediate_size=2 * HIDDEN,
+        max_position_embeddings=128,
+        type_vocab_size=2,
+        pad_token_id=0,
+    )
+    BertModel(config).save_pretrained(folder, safe_serialization=True)
+    kinds = ("Transformer", "Pooling")
+    modules = [
+        {"idx": i, "name": str(i), "path": path, "type": f"sentence_transformers.models.{kind}"}
+        for i, (kind, path) in enumerate(zip(kinds, ("", "1_Pooling"), strict=True))
+    ]
+    (folder / "modules.json").write_text(json.dumps(modules), encoding="utf-8")
+    (folder / "1_Pooling").mkdir(exist_ok=True)
+    (folder / "1_Pooling" / "config.json").write_text(
+        json.dumps({"word_embedding_dimension": HIDDEN, "pooling_mode_mean_tokens": True}),
+        encoding="utf-8",
+    )
+    return folder
+
+
+def reference_embedding(folder: Path, text: str) -> tuple[list[int], np.ndarray]:
+    """The token ids and the mean-pooled, L2-normalised vector transformers gives ``text``
+    (what sentence-transformers computes for this model)."""
+    import torch
+    from transformers import AutoTokenizer, BertModel
+
+    ids: list[int] = AutoTokenizer.from_pretrained(folder)(text)["input_ids"]
+    model = BertModel.from_pretrained(folder).eval()
+    with torch.no_grad():
+        hidden = model(torch.tensor([ids])).last_hidden_state[0]
+    vector = hidden.mean(dim=0).numpy().astype(np.float64)
+    return ids, vector / np.linalg.norm(vector)
+
+
+@pytest.fixture(scope="session")
+def tiny_bert_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny BERT as a Hugging Face folder (built once per session)."""
+    return build_tiny_bert(tmp_path_factory.mktemp("hf") / "tiny-bert")
+
+
+@pytest.fixture(scope="session")
+def tiny_bert_gguf(tiny_bert_folder: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny BERT as an F32 GGUF named ``tiny-bert.gguf`` (converted once per session)."""
+    from quantize.convert import convert_hf_to_gguf
+
+    out = tmp_path_factory.mktemp("tiny-bert")
+    converted = convert_hf_to_gguf(tiny_bert_folder, out, "F32").path
+    path = converted.with_name("tiny-bert.gguf")
+    converted.rename(path)
+    return path
