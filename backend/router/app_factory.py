@@ -70,6 +70,7 @@ def create_router_app(
         redoc_url=None,
     )
     app.state.pool = pool
+    app.state.preloaded = list(preload or [])  # the -m models, first = the default
     app.state.server_settings = server_settings
     install_edge(app, server_settings)  # the server's middleware and error answers
 

@@ -53,3 +53,12 @@ class ModelCrashedError(RouterError):
 
     status = 502
     code = "model_crashed"
+
+
+class ModelRequiredError(RouterError):
+    """A request names no model and no rule picks one (several loaded, none preloaded)."""
+
+    status = 400
+    code = "model_required"
+    type_ = "invalid_request_error"
+    param = "model"

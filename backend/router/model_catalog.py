@@ -7,13 +7,30 @@ its stem, in any case (people type model names into IDE plugin settings by hand)
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from backend.hub.library import ModelLibrary
+from backend.hub.library import ModelLibrary, describe_gguf
 from backend.router.errors import UnknownModelError
 
 log = logging.getLogger(__name__)
+
+
+# Architectures whose llama.cpp context has no KV cache and that embed: they serve
+# /v1/embeddings only (the engine finds the same from the context: no memory, not diffusion).
+EMBEDDING_ARCHITECTURES = frozenset(
+    {
+        "bert",
+        "modern-bert",
+        "nomic-bert",
+        "nomic-bert-moe",
+        "neo-bert",
+        "jina-bert-v2",
+        "jina-bert-v3",
+        "eurobert",
+        "gemma-embedding",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -21,9 +38,15 @@ class CatalogEntry:
     model_id: str
     path: Path
     size_bytes: int
+    architecture: str | None = None  # from the GGUF header (None: not read, or unreadable)
 
     def names(self) -> set[str]:
         return {n.casefold() for n in (self.model_id, self.path.name, self.path.stem)}
+
+    @property
+    def model_type(self) -> str:
+        """``embeddings`` for an embedding-only model, else ``llm`` (LM Studio's names)."""
+        return "embeddings" if self.architecture in EMBEDDING_ARCHITECTURES else "llm"
 
 
 class ModelCatalog:
@@ -36,14 +59,19 @@ class ModelCatalog:
         self.refresh()
 
     def refresh(self) -> None:
-        entries: dict[str, CatalogEntry] = {e.model_id: e for e in self._extra}
+        """Scan the library again. The header facts of a file are read once per (path,
+        size, mtime) (``backend.hub.library``'s cache): a poll of /v1/models re-reads only a
+        file that changed."""
+        entries: dict[str, CatalogEntry] = {e.model_id: _described(e) for e in self._extra}
         if self._library is not None:
             for item in self._library.entries():
                 if item.format != "gguf" or item.error:
                     continue
                 path = Path(item.path)
                 if item.name not in entries and all(e.path != path for e in self._extra):
-                    entries[item.name] = CatalogEntry(item.name, path, item.size_bytes)
+                    entries[item.name] = CatalogEntry(
+                        item.name, path, item.size_bytes, item.architecture
+                    )
         self._entries = entries
 
     def entries(self) -> list[CatalogEntry]:
@@ -51,6 +79,10 @@ class ModelCatalog:
 
     def ids(self) -> list[str]:
         return list(self._entries)
+
+    def get(self, model_id: str) -> CatalogEntry | None:
+        """The entry of exactly ``model_id`` (no name matching, no rescan)."""
+        return self._entries.get(model_id)
 
     def _match(self, model: str) -> CatalogEntry | None:
         if model in self._entries:
@@ -77,3 +109,15 @@ class ModelCatalog:
         shown = ", ".join(sorted(self._entries)) or "none"
         what = f"the model '{model}' does not exist" if model else "the request names no model"
         raise UnknownModelError(f"{what}; this server serves: {shown}")
+
+
+def _described(entry: CatalogEntry) -> CatalogEntry:
+    """A ``-m`` file (maybe outside the library) with its header's architecture."""
+    try:
+        item = describe_gguf(
+            entry.path, name=entry.model_id, source="local", repo_id=None, removable=False
+        )
+    except OSError as exc:
+        log.warning("cannot read %s: %s", entry.path, exc)
+        return entry
+    return replace(entry, size_bytes=item.size_bytes, architecture=item.architecture)

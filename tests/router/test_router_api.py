@@ -10,7 +10,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,11 +21,8 @@ import pytest
 from openai import OpenAI
 
 from backend.hub.library import ModelLibrary
-from backend.router.model_catalog import ModelCatalog
 from backend.router.runner import RouterHandle
-from backend.settings import EngineSettings, RouterSettings, ServerSettings
-from backend.settings.model_settings_store import ModelSettingsStore
-from tests.router.conftest import CHILD_DEFAULTS, EMBEDDED
+from tests.router.conftest import EMBEDDED
 from tests.server.conftest import child_base_url, wait_healthy
 
 pytestmark = pytest.mark.model
@@ -33,33 +30,6 @@ pytestmark = pytest.mark.model
 SERVE = [sys.executable, "-m", "backend.entrypoints.main", "serve", "--port", "0"]
 SMALL = ["-c", "512", "-np", "1", "-t", "1"]
 MESSAGES = [{"role": "user", "content": "Tell me a long story about a lighthouse."}]
-
-
-@pytest.fixture
-def start_router(
-    library: ModelLibrary, isolated_home: Path, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[Callable[..., RouterHandle]]:
-    for name in [n for n in os.environ if n.startswith("QUANTDESK_") and n != "QUANTDESK_HOME"]:
-        monkeypatch.delenv(name)
-    started: list[RouterHandle] = []
-
-    def start(api_key: str | None = None, **router: Any) -> RouterHandle:
-        handle = RouterHandle(
-            ModelCatalog(library),
-            EngineSettings(**CHILD_DEFAULTS),
-            ServerSettings(port=0, api_key=api_key),
-            RouterSettings(**router),
-            store=ModelSettingsStore(isolated_home / "model_settings.json"),
-            workdir=isolated_home / f"router-{len(started)}",
-        )
-        handle.start_thread()
-        started.append(handle)
-        wait_healthy(handle.base_url)
-        return handle
-
-    yield start
-    for handle in started:
-        handle.stop()
 
 
 @pytest.fixture

@@ -48,6 +48,10 @@ def model_card(entry: PoolEntry, request: Request) -> dict[str, Any]:
         "in_flight": entry.in_flight,
         "memory_bytes": entry.memory_bytes,
     }
+    facts = pool_of(request).catalog.get(entry.model_id)
+    if facts is not None:
+        card["architecture"] = facts.architecture
+        card["type"] = facts.model_type  # "embeddings" serves /v1/embeddings only
     if entry.state == "loaded":
         card["idle_s"] = round(max(0.0, time.monotonic() - entry.last_used), 1)
     card["path"] = str(entry.path) if shows_local_paths(request) else entry.path.name

@@ -1,5 +1,7 @@
-"""Every other POST (chat, completions, embeddings, infill, tokenize...) goes to the model
-its body names, loaded on demand; the child answers it, validation included."""
+"""Every other POST (chat, completions, embeddings, infill, tokenize, and any path a model's
+server answers) goes to the model its body names, loaded on demand; the child answers it,
+validation included. A body without ``model`` goes where backend/router/model_choice.py
+says."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, Request
 from starlette.responses import Response
 
+from backend.router.model_choice import model_for_unnamed_request
 from backend.router.proxy import proxy
 from backend.router.routes.models import pool_of
 from backend.server.auth import require_api_key
@@ -44,9 +47,8 @@ async def proxied(path: str, request: Request) -> Response:
     body = await request.body()
     model, ttl, body = _model_and_ttl(body)
     pool = pool_of(request)
-    if not model:
-        loaded = [e for e in pool.resident() if e.state == "loaded"]
-        if len(loaded) == 1:  # one model resident: it answers, as a single server would
-            model = loaded[0].model_id
-    model_id = (await pool.find(model)).model_id
+    if model:
+        model_id = (await pool.find(model)).model_id
+    else:
+        model_id = model_for_unnamed_request(pool, request.app.state.preloaded)
     return await proxy(request, pool, request.app.state.upstream, model_id, body, ttl)
