@@ -78,6 +78,38 @@ def with_model_overrides(knobs: ServerKnobs, stored: dict[str, Any]) -> ServerKn
         return knobs
 
 
+def library_change_note(
+    running: ServerKnobs,
+    shown: ServerKnobs,
+    chosen_id: str | None,
+    resident: set[str],
+    remembered: dict[str, Any],
+    restart_note: str,
+) -> str | None:
+    """What the Status box says when the Server page's knobs differ from what a library
+    server runs (``None``: nothing differs that matters; show what it serves).
+
+    A knob of the whole server (where it listens, its key) needs a restart. The model and
+    its own knobs do not: another library model loads beside the others, and a resident
+    model's changed knobs apply when it loads again. ``remembered``: the chosen model's
+    knobs as last remembered (what it loaded with)."""
+    server_wide = [f for f in ServerKnobs.model_fields if f not in MODEL_KNOBS and f != "model"]
+    if any(getattr(running, f) != getattr(shown, f) for f in server_wide):
+        return restart_note
+    if chosen_id is None:
+        return "This file is outside the library: Restart serves it alone, in place of the library."
+    name = chosen_id.rsplit("/", 1)[-1]
+    if chosen_id not in resident:
+        return (
+            f"{name} is not loaded: Load (Resident models) puts it beside the others, with "
+            "these settings."
+        )
+    loaded_with = with_model_overrides(running, remembered)
+    if any(getattr(loaded_with, f) != getattr(shown, f) for f in MODEL_KNOBS):
+        return f"Settings changed: press Restart to apply them, or Unload and Load {name}."
+    return None
+
+
 # -- the resident models ------------------------------------------------------------------
 
 RESIDENT_COLUMNS = ("Model", "State", "Memory", "Idle", "In flight", "Pinned")

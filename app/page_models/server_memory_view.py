@@ -20,7 +20,8 @@ def ram_series_name(model: str | None, memory: ServerMemory | None) -> str:
     """The name of the chart's server line: one model's server, the router with the model
     servers under it, or a single server."""
     if model is not None:
-        return f"{model.rsplit('/', 1)[-1]} RSS"
+        name = model.rsplit("/", 1)[-1]
+        return f"{name if len(name) <= 28 else name[:27] + '…'} RSS"
     if memory is not None:
         n = memory.children
         return f"router + {n} model{'s' if n != 1 else ''}"

@@ -137,6 +137,11 @@ class ChatPage(QWidget):
         self.model_label.setProperty("muted", True)
         self.model_combo = QComboBox()
         self.model_combo.setMinimumWidth(200)
+        # as wide as a short name needs, not the longest id: the title keeps its room
+        self.model_combo.setSizeAdjustPolicy(
+            QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon
+        )
+        self.model_combo.setMinimumContentsLength(26)
         self.model_combo.setToolTip(
             "The model that answers. Any library model can be chosen: one that is not "
             "loaded loads when you send, beside the others."
@@ -429,11 +434,16 @@ class ChatPage(QWidget):
                 index = self.model_combo.findData(self.server.model_id)
             self.model_combo.setCurrentIndex(max(index, 0))
             self.model_combo.blockSignals(False)
+        widest = 0
+        metrics = self.model_combo.fontMetrics()
         for i, card in enumerate(cards):
             words = _STATE_WORDS.get(card.state, card.state)
-            self.model_combo.setItemText(
-                i, card.id if card.state == "loaded" else f"{card.id}  ({words})"
-            )
+            name = card.id.rsplit("/", 1)[-1]  # the file's name; the full id as a tooltip
+            text = name if card.state == "loaded" else f"{name}  ({words})"
+            self.model_combo.setItemText(i, text)
+            self.model_combo.setItemData(i, card.id, Qt.ItemDataRole.ToolTipRole)
+            widest = max(widest, metrics.horizontalAdvance(text))
+        self.model_combo.view().setMinimumWidth(widest + 48)  # the open list shows it all
         self._show_picker()
 
     def _remembered_model(self) -> str | None:

@@ -33,6 +33,7 @@ from app.page_models.fit_adapter import FitView, estimate
 from app.page_models.memory_stack import estimated_gpu_bytes, load_plan, memory_stacks
 from app.page_models.router_models import (
     ModelCard,
+    library_change_note,
     library_model_id,
     with_model_overrides,
 )
@@ -424,12 +425,27 @@ class ServerPage(QWidget):
         self.settings.pages.setdefault("server", {})["draft_model"] = self.draft_picker.value()
         self._fit_timer.start()
         self._update_endpoint()
+        self._show_changes()
+
+    def _show_changes(self) -> None:
+        """Say in the Status box what the knobs shown would change in the running server:
+        a single server restarts to apply them; a library server loads another model
+        beside the others, and restarts only for a knob of the whole server."""
         running = self.server.knobs if self.server.state is ServerState.RUNNING else None
-        if running is not None:
-            if running != self.settings.server:
-                self.status.detail_label.setText(RESTART_TO_APPLY)
-            else:
-                self._on_started("")
+        if running is None:
+            return
+        shown = self.settings.server
+        note: str | None = RESTART_TO_APPLY if running != shown else None
+        if note is not None and self.server.serves_library:
+            chosen = self._chosen_library_id()
+            resident = {c.id for c in self._cards if c.state in ("loaded", "loading")}
+            if not self._cards and self.server.model_id:  # not polled yet: it started with it
+                resident = {self.server.model_id}
+            stored = ModelSettingsStore().get(chosen) if chosen is not None else {}
+            note = library_change_note(running, shown, chosen, resident, stored, note)
+        self.status.detail_label.setText(
+            note if note is not None else serving_detail(running, self.server.pid())
+        )
 
     def refresh_fit(self) -> FitView:
         view = estimate(self.knobs())
@@ -459,10 +475,16 @@ class ServerPage(QWidget):
     def _on_models(self, cards: list[ModelCard]) -> None:
         """A poll of the library server's models: the fit bars stack them, against the
         memory free now (read again, since loads and unloads move it)."""
-        had = any(c.state in ("loaded", "loading") for c in self._cards)
+
+        def resident(of: list[ModelCard]) -> set[str]:
+            return {c.id for c in of if c.state in ("loaded", "loading")}
+
+        before = resident(self._cards)
         self._cards = cards
-        if self.isVisible() or had:
+        if self.isVisible() or before:
             self.refresh_fit()
+        if resident(cards) != before:  # the chosen model may have loaded or gone
+            self._show_changes()
 
     def _show_stack(self, view: FitView) -> None:
         """With a library server holding models, each one is a segment of the fit bars,
@@ -470,15 +492,19 @@ class ServerPage(QWidget):
         cards = self._cards if self.server.state is ServerState.RUNNING else []
         if not any(c.state in ("loaded", "loading") for c in cards):
             return
-        value = self.model_picker.value()
-        if self._chosen_id[0] != value:  # read the library's folder once per choice
-            self._chosen_id = (value, library_model_id(value))
         gpu_of = self._gpu_share if view.vram_total > 0 else None
         ram, vram = memory_stacks(
-            view, cards, self._chosen_id[1], self._router.memory_reserve, gpu_of
+            view, cards, self._chosen_library_id(), self._router.memory_reserve, gpu_of
         )
         plan = load_plan(ram, vram, cards, self._router.models_max)
         self.fit_bar.set_stacks(ram, vram, plan)
+
+    def _chosen_library_id(self) -> str | None:
+        """The library id of the model chosen above (``None``: a file outside the library)."""
+        value = self.model_picker.value()
+        if self._chosen_id[0] != value:  # read the library's folder once per choice
+            self._chosen_id = (value, library_model_id(value))
+        return self._chosen_id[1]
 
     def _gpu_share(self, card: ModelCard) -> int:
         """A resident model's GPU memory by the fit estimate, once per load of it."""

@@ -236,9 +236,10 @@ class FitBar(QWidget):
             role = {"resident": "", "chosen": " (chosen)", "new": " (to load)"}[segment.role]
             size_text = human_bytes(size) if size else segment.state
             keys.append(
+                '<span style="white-space:nowrap">'
                 f'<span style="color:{self.colours[segment.model_id]}">■</span>&nbsp;'
                 f"{_nbsp(escape(_short(segment.label)))}{_nbsp(role)}"
-                f"&nbsp;{_nbsp(size_text)}"
+                f"&nbsp;{_nbsp(size_text)}</span>"
             )
         reserve = ram.reserve_bytes
         if reserve:

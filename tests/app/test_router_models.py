@@ -5,10 +5,12 @@ snapshot, and load failures in plain words."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from app.page_models.router_models import (
     ModelCard,
     combine_snapshots,
+    library_change_note,
     library_model_id,
     model_overrides,
     parse_models,
@@ -109,3 +111,29 @@ def test_load_failures_in_plain_words() -> None:
     assert oom.kind == "oom" and "ran out of memory" in str(oom) and oom.while_starting
     other = explain_load_failure("m", "the model 'm' does not exist", "model_not_found")
     assert other.kind == "load_failed" and "m could not be loaded" in str(other)
+
+
+def test_what_a_library_server_needs_to_apply_changed_knobs() -> None:
+    running = ServerKnobs(model="default", ctx_size=1024, parallel=2, port=9000)
+    restart = "Settings changed: press Restart to apply them."
+
+    def note(
+        shown: ServerKnobs, chosen: str | None, resident: set[str], kept: dict[str, Any]
+    ) -> object:
+        return library_change_note(running, shown, chosen, resident, kept, restart)
+
+    assert note(running, DEFAULT_MODEL_ID, {DEFAULT_MODEL_ID}, {}) is None
+    # where it listens is the whole server's: only a restart applies it
+    assert note(running.model_copy(update={"port": 9001}), DEFAULT_MODEL_ID, set(), {}) == restart
+    # another library model loads beside the others, no restart
+    coder = running.model_copy(update={"model": "/lib/org/coder.gguf"})
+    assert str(note(coder, "org/coder", {DEFAULT_MODEL_ID}, {})).startswith(
+        "coder is not loaded: Load (Resident models) puts it beside the others"
+    )
+    # a resident model's own knobs apply when it loads again
+    bigger = coder.model_copy(update={"ctx_size": 2048})
+    assert note(bigger, "org/coder", {"org/coder"}, {"ctx_size": 1024}) == (
+        "Settings changed: press Restart to apply them, or Unload and Load coder."
+    )
+    assert note(bigger, "org/coder", {"org/coder"}, {"ctx_size": 2048}) is None
+    assert "outside the library" in str(note(coder, None, {DEFAULT_MODEL_ID}, {}))

@@ -181,9 +181,12 @@ def test_library_server_switch_load_pin_unload_filter(
     assert [s.role for s in ram.segments if s.model_id == "delta"] == ["new"]
     assert "delta&nbsp;(to&nbsp;load)" in page.fit_bar.legend.text()
     assert page.fit_bar.plan.kind in ("fits", "evicts", "refused") and page.fit_bar.plan.text
+    # no restart needed for it: the Status box says how to load it beside the others
+    assert page.status.detail_label.text().startswith("delta is not loaded: Load")
     assert not _layout_problems(window, qtbot, "server")  # the legend and plan included
     page.set_model("default")
     qtbot.waitUntil(lambda: page.fit_bar.plan.kind == "loaded", timeout=10_000)
+    assert "2 parallel" in page.status.detail_label.text()  # what it serves, as before
     qtbot.waitUntil(lambda: page.resident.select("beta"), timeout=10_000)
     assert page.resident.pin_button.text() == "Pin"
     qtbot.mouseClick(page.resident.pin_button, Qt.MouseButton.LeftButton)
