@@ -112,7 +112,7 @@ def library_change_note(
 
 # -- the resident models ------------------------------------------------------------------
 
-RESIDENT_COLUMNS = ("Model", "State", "Memory", "Idle", "In flight", "Pinned")
+RESIDENT_COLUMNS = ("Model", "State", "Memory", "Idle", "In flight")
 
 
 @dataclass(frozen=True)
@@ -170,14 +170,14 @@ def idle_text(seconds: float | None) -> str:
 
 
 def resident_cells(card: ModelCard) -> list[str]:
-    """The texts of a card's row, in :data:`RESIDENT_COLUMNS` order."""
+    """The texts of a card's row, in :data:`RESIDENT_COLUMNS` order: the model by its file's
+    name (the table's tooltip has the id with its folders), 'pinned' beside its state."""
     return [
-        card.id,
-        card.state,
+        card.id.rsplit("/", 1)[-1],
+        f"{card.state}, pinned" if card.pinned else card.state,
         human_bytes(card.memory_bytes) if card.memory_bytes else "–",
         idle_text(card.idle_s) if card.state == "loaded" else "–",
         str(card.in_flight),
-        "yes" if card.pinned else "",
     ]
 
 

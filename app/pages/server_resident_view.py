@@ -54,8 +54,8 @@ class ResidentModelsBox(QWidget):
         v.setContentsMargins(8, 8, 8, 8)
         self.table = list_table(RESIDENT_COLUMNS)
         self.table.setMinimumHeight(90)
-        # an id's end names the file and its quantisation; its folders can go
-        self.table.setTextElideMode(Qt.TextElideMode.ElideLeft)
+        # a name's start and end (the model, its quantisation) say most when it is cut
+        self.table.setTextElideMode(Qt.TextElideMode.ElideMiddle)
         self.table.itemSelectionChanged.connect(self._update_buttons)
         row = QHBoxLayout()
         self.load_button = QPushButton("Load")

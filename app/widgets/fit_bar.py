@@ -137,8 +137,8 @@ def _short(label: str, most: int = 34) -> str:
 
 
 def _nbsp(text: str) -> str:
-    """``text`` kept on one line of the legend."""
-    return text.replace(" ", "&nbsp;")
+    """``text`` kept on one line of the legend: no break at its spaces or hyphens."""
+    return text.replace(" ", "&nbsp;").replace("-", "\u2011")
 
 
 class FitBar(QWidget):
@@ -236,10 +236,9 @@ class FitBar(QWidget):
             role = {"resident": "", "chosen": " (chosen)", "new": " (to load)"}[segment.role]
             size_text = human_bytes(size) if size else segment.state
             keys.append(
-                '<span style="white-space:nowrap">'
                 f'<span style="color:{self.colours[segment.model_id]}">■</span>&nbsp;'
                 f"{_nbsp(escape(_short(segment.label)))}{_nbsp(role)}"
-                f"&nbsp;{_nbsp(size_text)}</span>"
+                f"&nbsp;{_nbsp(size_text)}"
             )
         reserve = ram.reserve_bytes
         if reserve:

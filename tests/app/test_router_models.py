@@ -73,7 +73,9 @@ def test_model_cards_and_resident_rows() -> None:
     }  # fmt: skip
     cards = parse_models(body)
     assert [c.id for c in resident_rows(cards, acted_on={"d"})] == ["a", "c", "d"]
-    assert resident_cells(cards[0]) == ["a", "loaded", "3.0 GiB", "1 min", "2", "yes"]
+    assert resident_cells(cards[0]) == ["a", "loaded, pinned", "3.0 GiB", "1 min", "2"]
+    nested = ModelCard("org/repo/coder-q4_k_m", "loaded")
+    assert resident_cells(nested)[:2] == ["coder-q4_k_m", "loaded"]
     assert resident_cells(cards[1])[2:4] == ["–", "–"]
     assert cards[2].error == "exit 134"
     # a single server's card has no status: its one model is loaded
