@@ -17,11 +17,10 @@ class ServerMemory(NamedTuple):
 
 
 def ram_series_name(model: str | None, memory: ServerMemory | None) -> str:
-    """The name of the chart's server line: one model's server, the router with the model
-    servers under it, or a single server."""
-    if model is not None:
-        name = model.rsplit("/", 1)[-1]
-        return f"{name if len(name) <= 28 else name[:27] + '…'} RSS"
+    """The name of the chart's server line: the filtered model's server, the router with
+    the model servers under it, or a single server."""
+    if model is not None:  # the filter above names it; a chart's legend has little room
+        return "model RSS"
     if memory is not None:
         n = memory.children
         return f"router + {n} model{'s' if n != 1 else ''}"

@@ -354,6 +354,7 @@ class ServerPage(QWidget):
         """Pick up models downloaded or quantised since the page was last shown."""
         super().showEvent(event)
         self.model_picker.scan_library()
+        self.refresh_fit()  # the resident models and the free memory as they are now
 
     def shutdown(self) -> None:
         self.model_picker.shutdown()
@@ -481,7 +482,7 @@ class ServerPage(QWidget):
 
         before = resident(self._cards)
         self._cards = cards
-        if self.isVisible() or before:
+        if self.isVisible() or (before and not resident(cards)):  # hidden: only to clear it
             self.refresh_fit()
         if resident(cards) != before:  # the chosen model may have loaded or gone
             self._show_changes()

@@ -50,7 +50,7 @@ def test_what_the_ram_chart_calls_the_server_line() -> None:
     memory = ServerMemory(total=700 << 20, main=150 << 20, children=2)
     assert ram_series_name(None, memory) == "router + 2 models"
     assert ram_series_name(None, None) == "server RSS"
-    assert ram_series_name("org/beta", memory) == "beta RSS"
+    assert ram_series_name("org/beta", memory) == "model RSS"
     assert ram_tooltip(None, memory, 0).startswith(
         "The whole server: 700.0 MiB resident: the router 150.0 MiB and 2 model servers 550.0 MiB."
     )

@@ -138,7 +138,7 @@ def test_library_server_switch_load_pin_unload_filter(
     assert (dash._latest.model.n_ctx, dash._latest.model.n_parallel) == (768, 1)
     assert dash._latest.requests.completed == 1
     # RAM: beta's own server process, as its snapshot reads it
-    qtbot.waitUntil(lambda: _ram_name(dash) == "beta RSS", timeout=10_000)
+    qtbot.waitUntil(lambda: _ram_name(dash) == "model RSS", timeout=10_000)
     assert dash.buffers["ram"].last(0) == dash._latest.system.rss_bytes / GiB
     beta_rss = dash._latest.system.rss_bytes
     assert dash.filter_model(None)
