@@ -3,7 +3,11 @@ start/stop, copy the endpoint, and the models a library server holds (Load/Unloa
 
 The knobs shown are the chosen model's: picking a model shows the knobs remembered for it
 (``ModelSettingsStore``), and starting or loading it remembers them, so every load of that
-model, on demand too, uses them."""
+model, on demand too, uses them.
+
+While a library server runs, the fit bars stack the models it holds, each its own segment,
+before the chosen model (:mod:`app.page_models.memory_stack`), and the Status box says how
+a change applies: another model loads beside the others without a restart."""
 
 from __future__ import annotations
 

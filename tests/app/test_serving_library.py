@@ -1,8 +1,10 @@
 """The window against a real library server (``quantdesk serve`` without -m) on SmolLM2:
 the chosen model loads through POST /models/load and keeps its knobs per model, the Chat
-page switches to another library model that loads on demand, the Server page's resident
-models table loads, pins and unloads, the dashboard filters by model, and the Models
-page's Load puts a model beside the others."""
+page switches to another library model that loads on demand, the dashboard filters by model
+(RAM: the model's own server, or the router and every model server together), the Server
+page's fit bars stack the resident models and its resident models table loads, pins and
+unloads, the Models page's Load puts a model beside the others, and the serving pages keep
+their layout at 1280x720 and 1440x900."""
 
 from __future__ import annotations
 
