@@ -322,7 +322,7 @@ class Scheduler:
         if spec.uses_draft_model:
             self._deliver()  # the draft model decodes first: send what the last step made
         t = time.perf_counter()
-        spec.propose(self._running)
+        spec.propose(self._running, free_cells=self.kv.free)
         return time.perf_counter() - t
 
     def _decode_and_sample(

@@ -140,11 +140,12 @@ class SpeculativeKnobs(BaseModel):
     verified by the served model so that the output is what it would have been without them."""
 
     spec_type: str = Field(
-        default="none",
+        default="ngram-simple",
         description=(
-            "Comma-separated speculative decoding types: none, ngram-simple (draft from the "
-            "prompt and output so far), draft-simple (draft with --model-draft; implied by -md); "
-            "with both, a sequence drafts with the model only when the n-grams find nothing"
+            "Comma-separated speculative decoding types: none, ngram-simple (the default: "
+            "draft from the prompt and output so far, verified only as far as it pays), "
+            "draft-simple (draft with --model-draft; implied by -md); with both, a sequence "
+            "drafts with the model only when the n-grams find nothing"
         ),
         json_schema_extra={"flags": ["--spec-type"]},
     )

@@ -70,8 +70,8 @@ def test_settings_saved_by_earlier_versions_load(isolated_home: Path) -> None:
         cors_origins=["http://a"],
     )
     assert loaded.server.prefix_cache_entries == 8  # a knob the file predates: serve's default
-    # so is speculative decoding: off, with serve's draft defaults
-    assert loaded.server.spec_type == "none" and loaded.server.spec_types == ()
+    # so is speculative decoding: serve's default n-gram drafting and draft defaults
+    assert loaded.server.spec_types == ("ngram-simple",)
     assert loaded.server.model_draft is None and loaded.server.draft_max == 16
     assert loaded.chat.temperature == 0.2 and loaded.autostart_server is False
 
@@ -79,4 +79,4 @@ def test_settings_saved_by_earlier_versions_load(isolated_home: Path) -> None:
 def test_an_unknown_speculative_type_gives_defaults(isolated_home: Path) -> None:
     """A hand-edited file with a type serve refuses would stop serve at every start."""
     (isolated_home / "gui-settings.json").write_text('{"server": {"spec_type": "eagle3"}}')
-    assert AppSettings.load().server.spec_type == "none"
+    assert AppSettings.load().server.spec_type == "ngram-simple"

@@ -94,7 +94,7 @@ def test_serve_defaults_are_the_knob_defaults(tmp_path: Path) -> None:
     engine, server = _served(argv)
     shared = set(ServingKnobs.model_fields) | set(SpeculativeKnobs.model_fields)
     assert engine.model_dump(include=shared) == knobs.model_dump(include=shared)
-    assert engine.spec_types == () and engine.model_draft is None  # no speculation by default
+    assert engine.spec_types == ("ngram-simple",) and engine.model_draft is None  # the default
     assert server.port == knobs.port == 8080 and server.api_key is None
     assert "--api-key" not in argv
     # an empty box is no key, even when the GUI itself runs with one in its environment

@@ -24,7 +24,7 @@ def test_each_choice_sets_serves_knobs_and_says_what_it_does() -> None:
     assert "repeats the prompt" in SPEC_CHOICES[1].tooltip
     assert "vocabulary" in SPEC_CHOICES[2].tooltip
     saved = ServerKnobs()
-    assert spec_mode(saved) == "off"
+    assert spec_mode(saved) == "ngram"  # the default: n-gram drafting, verified as far as it pays
     assert spec_update(saved, "off", "/d.gguf") == {"spec_type": "none", "model_draft": None}
     assert spec_update(saved, "ngram", "/d.gguf") == {
         "spec_type": "ngram-simple",
@@ -61,7 +61,7 @@ def test_the_row_turns_speculation_on_and_off_and_keeps_the_draft(
 ) -> None:
     page = _server_page(window)
     draft = page.draft_picker
-    assert page.spec_mode() == "off" and not _drafting_rows_shown(page)
+    assert page.spec_mode() == "ngram" and not _drafting_rows_shown(page)  # the default
 
     library = isolated_home / "models"
     library.mkdir(exist_ok=True)

@@ -110,17 +110,16 @@ def perimeter(width: float, height: float) -> float:
 REPEAT = f"Repeat this code exactly:\n\n```python\n{CODE}```"
 
 
+def ngram_settings(**changes: object) -> EngineSettings:
+    settings = EngineSettings(
+        ctx_size=2048, parallel=2, threads=1, spec_type="ngram-simple", spec_ngram_simple_size_n=4
+    )
+    return settings.model_copy(update=changes)
+
+
 @pytest.fixture(scope="module")
 def ngram_engine() -> Iterator[Engine]:
-    eng = Engine(
-        EngineSettings(
-            ctx_size=2048,
-            parallel=2,
-            threads=1,
-            spec_type="ngram-simple",
-            spec_ngram_simple_size_n=4,
-        )
-    )
+    eng = Engine(ngram_settings())
     eng.start()
     yield eng
     eng.close()
@@ -145,11 +144,30 @@ def generate(eng: Engine, prompt: str) -> tuple[list[int], FinishEvent]:
     return tokens, finish[0]
 
 
-def test_the_engine_measures_the_cost_of_rows_at_start(ngram_engine: Engine) -> None:
+def test_the_engine_measures_the_cost_of_rows_when_a_draft_first_needs_it(
+    ngram_engine: Engine,
+) -> None:
+    """Nothing is timed at start (a server that never drafts never pays for it); the first
+    draft is measured on its own sequence's cells, which leaves that sequence's answer as
+    it would be without speculation."""
+    unstarted = Engine(ngram_settings())
+    try:
+        assert unstarted.speculator is not None and unstarted.speculator.cost is None
+        assert unstarted.speculator.calibrate_later is not None
+    finally:
+        unstarted.close()
+    plain = Engine(ngram_settings(spec_type="none"))
+    plain.start()
+    try:
+        expected, _ = generate(plain, REPEAT)
+    finally:
+        plain.close()
+    answer, _ = generate(ngram_engine, REPEAT)
     spec = ngram_engine.speculator
-    assert spec is not None and spec.cost is not None
+    assert spec is not None and spec.cost is not None and spec.calibrate_later is None
     one, sixteen = spec.cost.seconds(1), spec.cost.seconds(16)
     assert 0 < one < sixteen  # more rows never measured as cheaper than one
+    assert answer == expected
 
 
 def test_the_engine_verifies_only_what_the_policy_keeps(ngram_engine: Engine) -> None:

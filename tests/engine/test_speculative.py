@@ -235,7 +235,7 @@ def test_concurrent_sequences_with_stops_and_limits_inside_drafts(ngram_engine: 
 def draft_engine() -> Iterator[Engine]:
     """The served model drafts for itself: its greedy token is the served model's, except
     at a near-tie where the draft context computed the prompt in other batches."""
-    yield from engine(model_draft="default", draft_max=6, draft_p_min=0.0)
+    yield from engine(spec_type="none", model_draft="default", draft_max=6, draft_p_min=0.0)
 
 
 def test_draft_model_drafts_are_verified_exactly(draft_engine: Engine) -> None:

@@ -155,9 +155,12 @@ def test_draft_length_is_capped_by_size_m_the_request_and_the_room_left() -> Non
 
 
 def test_spec_type_takes_llama_server_names() -> None:
-    assert EngineSettings().spec_types == ()
+    assert EngineSettings().spec_types == ("ngram-simple",)  # the default
+    assert EngineSettings(spec_type="none").spec_types == ()
     both = EngineSettings(spec_type="ngram-simple, draft-simple")
     assert both.spec_types == ("ngram-simple", "draft-simple")
-    assert EngineSettings(model_draft="draft.gguf").spec_types == ("draft-simple",)
+    # -md adds the draft model to the default n-grams: the model drafts where they find nothing
+    assert EngineSettings(model_draft="d.gguf").spec_types == ("ngram-simple", "draft-simple")
+    assert EngineSettings(spec_type="none", model_draft="d.gguf").spec_types == ("draft-simple",)
     with pytest.raises(ValidationError, match="unknown speculative type ngram-cache"):
         EngineSettings(spec_type="ngram-cache")

@@ -213,32 +213,39 @@ def consistent(points: dict[int, float]) -> None:
         floor = points[r]
 
 
-def calibrate(ctx: object, memory: object, n_ctx_seq: int, token: int) -> DecodeCost:
+def calibrate(
+    ctx: object, memory: object, room: int, token: int, *, seq_id: int = 0, pos0: int = 0
+) -> DecodeCost:
     """Time decodes of :data:`CALIBRATION_ROWS` rows (logits on every row, as a draft is
-    verified) in sequence 0 of an idle context, removing the cells after each; longer drafts
-    are extrapolated, and every decode while serving corrects the figures. Each figure is the
-    faster of two runs after one warm-up decode (on a shared machine the slower one measures
-    the other processes; about 0.5 s in all for SmolLM2-135M on 2 CPU threads), and the
-    figures are made consistent: more rows never cost less, and ``r`` rows never more than
-    ``r`` decodes of one."""
+    verified) at positions ``pos0``... of sequence ``seq_id``, removing those cells after
+    each (what the sequence holds before ``pos0`` stays); row counts of ``room`` or more
+    are left out, and longer drafts are extrapolated. Every decode while serving corrects
+    the figures. Each figure is the faster of two runs after one warm-up decode (on a
+    shared machine the slower one measures the other processes; about 0.5 s in all for
+    SmolLM2-135M on 2 CPU threads), and the figures are made consistent: more rows never
+    cost less, and ``r`` rows never more than ``r`` decodes of one.
+
+    The engine calibrates when a draft first needs a length chosen, on the drafting
+    sequence's own cells (:meth:`Speculator.propose`), so that a server that never drafts
+    never pays for it, and a draft model at start, on its idle context."""
     batch = llama_cpp.llama_batch_init(max(CALIBRATION_ROWS), 0, 1)
     points: dict[int, float] = {}
     try:
-        plan = [(1, 1)] + [(rows, 2) for rows in CALIBRATION_ROWS if rows < n_ctx_seq]
+        plan = [(1, 1)] + [(rows, 2) for rows in CALIBRATION_ROWS if rows < room]
         for n, (rows, runs) in enumerate(plan):
             times = []
             for _ in range(runs):
                 for i in range(rows):
                     batch.token[i] = token
-                    batch.pos[i] = i
+                    batch.pos[i] = pos0 + i
                     batch.n_seq_id[i] = 1
-                    batch.seq_id[i][0] = 0
+                    batch.seq_id[i][0] = seq_id
                     batch.logits[i] = 1
                 batch.n_tokens = rows
                 t = time.perf_counter()
                 rc = llama_cpp.llama_decode(ctx, batch)
                 times.append(time.perf_counter() - t)
-                llama_cpp.llama_memory_seq_rm(memory, 0, -1, -1)
+                llama_cpp.llama_memory_seq_rm(memory, seq_id, pos0, -1)
                 if rc != 0:
                     raise RuntimeError(f"llama_decode failed during calibration (code {rc})")
             if n:  # the first is the warm-up

@@ -12,6 +12,8 @@ acceptance so far.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import llama_cpp
 
 from backend.core.errors import ConfigError
@@ -19,6 +21,7 @@ from backend.engine.model_runtime import ModelRuntime
 from backend.engine.sequence import Sequence
 from backend.engine.speculative.draft_model import DraftModel, DraftRequest
 from backend.engine.speculative.draft_policy import (
+    CALIBRATION_ROWS,
     EVIDENCE_DECAY,
     Acceptance,
     Candidate,
@@ -50,9 +53,12 @@ class Speculator:
         self.p_min = settings.draft_p_min
         self.n_ctx_seq = n_ctx_seq
         self.per_slot = not settings.kv_unified
-        # set by calibrate(); until then (tests that drive a bare speculator) every draft
-        # is verified whole, as llama.cpp does
+        # set by calibrate(); without it (``--spec-draft-policy full``, tests that drive a
+        # bare speculator) every draft is verified whole, as llama.cpp does
         self.cost: DecodeCost | None = None
+        # with the cost policy: measures the figures on a drafting sequence's own cells
+        # (seq_id, first free position, free cells), the first time a draft needs a length
+        self.calibrate_later: Callable[[int, int, int], DecodeCost] | None = None
         # every sequence's record by drafter: where a new sequence's acceptance starts
         self.acceptance: dict[str, Acceptance] = {}
 
@@ -75,7 +81,11 @@ class Speculator:
         if settings.spec_draft_policy == "full":
             return speculator  # no cost figures: every draft verified whole
         token = max(llama_cpp.llama_vocab_bos(runtime.vocab), 0)
-        speculator.cost = calibrate(runtime.ctx, runtime.memory, runtime.n_ctx_seq, token)
+
+        def calibrate_later(seq_id: int, pos0: int, room: int) -> DecodeCost:
+            return calibrate(runtime.ctx, runtime.memory, room, token, seq_id=seq_id, pos0=pos0)
+
+        speculator.calibrate_later = calibrate_later
         if draft_model is not None:
             rt = draft_model.rt
             draft_model.cost = calibrate(rt.ctx, rt.memory, rt.n_ctx_seq, token)
@@ -90,9 +100,10 @@ class Speculator:
             self.draft_model.close()
             self.draft_model = None
 
-    def propose(self, running: list[Sequence]) -> None:
+    def propose(self, running: list[Sequence], free_cells: int | None = None) -> None:
         """Set ``draft`` of every running sequence: the tokens to verify after its last
-        one this step (empty for a sequence that doesn't speculate now)."""
+        one this step (empty for a sequence that doesn't speculate now). ``free_cells``:
+        the KV cells no sequence holds (the scheduler's count), room for a calibration."""
         offers: list[tuple[Sequence, list[int], int]] = []  # (sequence, draft, n_min)
         wanted: list[tuple[Sequence, DraftRequest, int]] = []
         n_plain = 0
@@ -125,6 +136,8 @@ class Speculator:
             if self.draft_model is not None and n_max >= n_min:
                 p_min = self.p_min if sampling.draft_p_min is None else sampling.draft_p_min
                 wanted.append((seq, DraftRequest(seq.seq_id, seq.tokens, n_max, p_min), n_min))
+        if (offers or wanted) and not self._calibrated((offers or wanted)[0][0], free_cells):
+            return  # no room to measure what drafts cost yet: none this step
         if wanted and self.draft_model is not None:
             wanted = self._worth_drafting(wanted, n_plain - len(offers))
             if wanted:
@@ -149,6 +162,21 @@ class Speculator:
             seq.draft = draft[:n]
             if n == 0:
                 seq.acceptance.fade(EVIDENCE_DECAY)
+
+    def _calibrated(self, seq: Sequence, free_cells: int | None) -> bool:
+        """Whether the cost figures exist, measuring them now on ``seq``'s cells after its
+        last decoded token if they are still to be made (once per engine: about 0.5 s of
+        decodes on a CPU, a stall of that one step)."""
+        if self.calibrate_later is None:
+            return True
+        room = self.n_ctx_seq - seq.n_past
+        if free_cells is not None:
+            room = min(room, free_cells)
+        if room <= CALIBRATION_ROWS[1]:
+            return False
+        self.cost = self.calibrate_later(seq.seq_id, seq.n_past, room)
+        self.calibrate_later = None
+        return True
 
     def _worth_drafting(
         self, wanted: list[tuple[Sequence, DraftRequest, int]], n_plain: int
