@@ -2,24 +2,21 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import AsyncIterator
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request
 from sse_starlette.sse import EventSourceResponse
 
-from backend.engine.engine import Engine
 from backend.engine.request_types import (
     ErrorEvent,
     FinishEvent,
-    SamplingParams,
     TokenEvent,
     TokenLogprob,
     piece_bytes,
 )
 from backend.server.auth import require_api_key
-from backend.server.errors import ApiError
+from backend.server.chat_preparation import PreparedChat, prepare_chat
 from backend.server.generation import (
     ChoiceStreams,
     check_choices,
@@ -28,24 +25,14 @@ from backend.server.generation import (
     engine_error,
     engine_for,
     finish_reason,
-    max_tokens_for,
     new_id,
     now,
     off_loop,
-    sampling_params,
-    seeded_samplings,
     sse,
     sse_error,
 )
 from backend.server.schemas import ChatCompletionRequest
-from backend.server.structured_output import response_format_grammar
-from backend.server.tool_calls import (
-    ToolCallStream,
-    forced_function,
-    render_messages_for_tools,
-    tool_call_grammar,
-    tool_names,
-)
+from backend.server.tool_calls import ToolCallStream
 
 router = APIRouter(dependencies=[Depends(require_api_key)])
 
@@ -61,72 +48,13 @@ def logprob_entry(lp: TokenLogprob) -> dict[str, Any]:
     }
 
 
-@dataclasses.dataclass
-class _Prepared:
-    tokens: list[int]
-    max_tokens: int
-    samplings: list[SamplingParams]
-    stop: list[str]
-    with_tools: bool
-    with_logprobs: bool
-    tool_names: frozenset[str] = frozenset()
-
-
-def _prepare(body: ChatCompletionRequest, engine: Engine, request: Request) -> _Prepared:
-    tools = body.tools if body.tools and body.tool_choice != "none" else None
-    forced = forced_function(body.tool_choice, tools) if tools else None
-    if body.tool_choice not in (None, "none", "auto") and not tools:
-        raise ApiError(400, "tool_choice needs tools", param="tool_choice")
-    messages: list[dict[str, Any]] = []
-    for i, m in enumerate(body.messages):
-        if unsupported := m.non_text_parts():
-            raise ApiError(
-                400,
-                f"messages[{i}] has content parts of type {', '.join(sorted(set(unsupported)))}; "
-                f"{engine.model_id} takes text only",
-                param="messages",
-            )
-        msg = m.model_dump(exclude_none=True)
-        msg["content"] = m.text()
-        if msg["role"] == "developer":  # OpenAI's newer name; chat templates know "system"
-            msg["role"] = "system"
-        messages.append(msg)
-    knows_tools = "tools" in engine.chat_template.source
-    messages = render_messages_for_tools(messages, tools, knows_tools)
-    prefill = body.continues_final_message()  # the request schema checked it is possible
-    tokens = engine.render_chat(
-        messages,
-        tools=tools if knows_tools else None,
-        continue_final_message=prefill,
-        add_generation_prompt=not prefill,
-    )
-    asked = body.max_completion_tokens or body.asked_max_tokens()
-    max_tokens = max_tokens_for(engine, len(tokens), asked, request)
-    sampling = sampling_params(body, engine)
-    if forced:
-        sampling.grammar = tool_call_grammar(forced)
-    else:
-        sampling.grammar = response_format_grammar(body.response_format) or sampling.grammar
-    if body.logprobs:
-        sampling.logprobs = body.top_logprobs or 0
-    return _Prepared(
-        tokens,
-        max_tokens,
-        seeded_samplings(sampling, body.n),
-        body.stop_list(),
-        tools is not None,
-        body.logprobs,
-        tool_names(tools),
-    )
-
-
 @router.post("/chat/completions", response_model=None, include_in_schema=False)
 @router.post("/v1/chat/completions", response_model=None)
 async def chat_completions(body: ChatCompletionRequest, request: Request) -> Any:
     engine = engine_for(request, body.model)
     engine.check_can_generate()  # an embedding model: a clear 400
     check_choices(body.n, request)
-    prep = await off_loop(_prepare, body, engine, request)
+    prep = await off_loop(prepare_chat, body, engine, request)
     # a streamed response notices a disconnect itself; a non-streamed one is watched
     streams = ChoiceStreams(engine, None if body.stream else request)
     await streams.start(prep.tokens, prep.max_tokens, prep.samplings, prep.stop)
@@ -140,7 +68,7 @@ async def chat_completions(body: ChatCompletionRequest, request: Request) -> Any
 
 
 async def _complete(
-    streams: ChoiceStreams, prep: _Prepared, n: int, cid: str, created: int, model: str
+    streams: ChoiceStreams, prep: PreparedChat, n: int, cid: str, created: int, model: str
 ) -> dict[str, Any]:
     texts: list[list[str]] = [[] for _ in range(n)]
     logprobs: list[list[dict[str, Any]]] = [[] for _ in range(n)]
@@ -193,7 +121,7 @@ async def _complete(
 
 async def _stream(
     streams: ChoiceStreams,
-    prep: _Prepared,
+    prep: PreparedChat,
     n: int,
     cid: str,
     created: int,

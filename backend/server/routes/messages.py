@@ -26,10 +26,9 @@ from backend.server.anthropic.schemas import CountTokensRequest, MessagesRequest
 from backend.server.anthropic.stop_reason import StopWitness, stop_reason
 from backend.server.anthropic.translation import to_chat_request
 from backend.server.auth import require_api_key
+from backend.server.chat_preparation import PreparedChat, prepare_chat
 from backend.server.errors import ApiError
 from backend.server.generation import ChoiceStreams, engine_error, engine_for, off_loop
-from backend.server.routes.chat import _prepare as prepare_chat
-from backend.server.routes.chat import _Prepared as PreparedChat
 
 router = APIRouter(dependencies=[Depends(require_api_key)])
 

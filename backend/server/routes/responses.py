@@ -16,6 +16,7 @@ from sse_starlette.sse import EventSourceResponse
 from backend.engine.engine import Engine
 from backend.engine.request_types import ErrorEvent, FinishEvent, TokenEvent
 from backend.server.auth import require_api_key
+from backend.server.chat_preparation import PreparedChat, prepare_chat
 from backend.server.errors import ApiError
 from backend.server.generation import ChoiceStreams, engine_error, engine_for, now, off_loop
 from backend.server.responses.event_writer import Event, ResponseEventWriter
@@ -23,8 +24,6 @@ from backend.server.responses.response_object import base_response, new_item_id
 from backend.server.responses.response_store import ResponseStore
 from backend.server.responses.schemas import ResponsesRequest
 from backend.server.responses.translation import ChatTranslation, responses_param, translate
-from backend.server.routes.chat import _prepare as prepare_chat
-from backend.server.routes.chat import _Prepared as PreparedChat
 
 router = APIRouter(dependencies=[Depends(require_api_key)])
 

@@ -1,0 +1,103 @@
+"""A chat request made ready for the engine: the one preparation behind every chat dialect.
+
+``/v1/chat/completions`` (``routes/chat.py``), Anthropic's ``/v1/messages``
+(``routes/messages.py``) and OpenAI's ``/v1/responses`` (``routes/responses.py``) each
+translate their body into a :class:`~backend.server.schemas.ChatCompletionRequest` and
+call :func:`prepare_chat`, so that templating, tool prompts, grammars (forced tool calls,
+``response_format``), token budgets and sampling are decided in one place. It does
+blocking work (template rendering, tokenising, grammar building): call it through
+:func:`~backend.server.generation.off_loop`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from fastapi import Request
+
+from backend.engine.engine import Engine
+from backend.engine.request_types import SamplingParams
+from backend.server.errors import ApiError
+from backend.server.generation import max_tokens_for, sampling_params, seeded_samplings
+from backend.server.schemas import ChatCompletionRequest
+from backend.server.structured_output import response_format_grammar
+from backend.server.tool_calls import (
+    forced_function,
+    render_messages_for_tools,
+    tool_call_grammar,
+    tool_names,
+)
+
+
+@dataclasses.dataclass
+class PreparedChat:
+    """What the engine runs for one chat request, and how to read its output back.
+
+    ``tokens``: the rendered prompt; ``max_tokens``: the budget after the context check;
+    ``samplings``: one per choice (distinct seeds); ``stop``: stop strings;
+    ``with_tools``: the output may hold tool calls (parse it with ``tool_names``);
+    ``with_logprobs``: the client asked for log-probabilities.
+    """
+
+    tokens: list[int]
+    max_tokens: int
+    samplings: list[SamplingParams]
+    stop: list[str]
+    with_tools: bool
+    with_logprobs: bool
+    tool_names: frozenset[str] = frozenset()
+
+
+def prepare_chat(body: ChatCompletionRequest, engine: Engine, request: Request) -> PreparedChat:
+    """Render, tokenise and set up sampling for ``body`` (blocking: run it off the loop).
+
+    Raises :class:`~backend.server.errors.ApiError` (400) for content this text-only
+    server cannot take, a ``tool_choice`` without tools, or a bad ``response_format``;
+    a prompt too long for the context raises the engine's ``ContextOverflowError``.
+    """
+    tools = body.tools if body.tools and body.tool_choice != "none" else None
+    forced = forced_function(body.tool_choice, tools) if tools else None
+    if body.tool_choice not in (None, "none", "auto") and not tools:
+        raise ApiError(400, "tool_choice needs tools", param="tool_choice")
+    messages: list[dict[str, Any]] = []
+    for i, m in enumerate(body.messages):
+        if unsupported := m.non_text_parts():
+            raise ApiError(
+                400,
+                f"messages[{i}] has content parts of type {', '.join(sorted(set(unsupported)))}; "
+                f"{engine.model_id} takes text only",
+                param="messages",
+            )
+        msg = m.model_dump(exclude_none=True)
+        msg["content"] = m.text()
+        if msg["role"] == "developer":  # OpenAI's newer name; chat templates know "system"
+            msg["role"] = "system"
+        messages.append(msg)
+    knows_tools = "tools" in engine.chat_template.source
+    messages = render_messages_for_tools(messages, tools, knows_tools)
+    prefill = body.continues_final_message()  # the request schema checked it is possible
+    tokens = engine.render_chat(
+        messages,
+        tools=tools if knows_tools else None,
+        continue_final_message=prefill,
+        add_generation_prompt=not prefill,
+    )
+    asked = body.max_completion_tokens or body.asked_max_tokens()
+    max_tokens = max_tokens_for(engine, len(tokens), asked, request)
+    sampling = sampling_params(body, engine)
+    if forced:
+        sampling.grammar = tool_call_grammar(forced)
+    else:
+        sampling.grammar = response_format_grammar(body.response_format) or sampling.grammar
+    if body.logprobs:
+        sampling.logprobs = body.top_logprobs or 0
+    return PreparedChat(
+        tokens,
+        max_tokens,
+        seeded_samplings(sampling, body.n),
+        body.stop_list(),
+        tools is not None,
+        body.logprobs,
+        tool_names(tools),
+    )
