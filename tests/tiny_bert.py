@@ -9,6 +9,15 @@ BERT WordPiece tokenizer is. The other ids hold a few common words, every letter
 and as a ``##`` continuation (any lowercase ASCII word has a tokenisation), and
 ``[unusedN]`` fillers. Every one of those pieces is in bge's vocab too, so the check
 text splits as bge splits it.
+
+Beside it, a tiny reranker (:func:`build_tiny_reranker`): an
+``XLMRobertaForSequenceClassification`` with one label, bge-reranker's architecture, with a
+SentencePiece unigram tokenizer trained here on a few sentences. llama.cpp's converter
+writes its classification head as ``cls`` (dense, tanh) and ``cls.output``, which is what
+rank pooling runs, and names no pre-tokenizer for XLM-R (no hash to match). It is not
+built as a ``BertForSequenceClassification``: the converter drops BERT's pooler
+(``pooler.dense``, the dense+tanh layer BERT's classifier reads), so llama.cpp's score for
+such a model is the classifier on the raw first token, not the logit transformers gives.
 """
 
 from __future__ import annotations
@@ -130,5 +139,133 @@ def tiny_bert_gguf(tiny_bert_folder: Path, tmp_path_factory: pytest.TempPathFact
     out = tmp_path_factory.mktemp("tiny-bert")
     converted = convert_hf_to_gguf(tiny_bert_folder, out, "F32").path
     path = converted.with_name("tiny-bert.gguf")
+    converted.rename(path)
+    return path
+
+
+# ---- the tiny reranker ------------------------------------------------------------------
+RERANKER_LAYERS = 2
+_SENTENCES = [
+    "the river runs to the sea past the old lighthouse",
+    "where does the river meet the sea",
+    "the ship sailed from the river mouth into the open sea",
+    "the bank by the river keeps our money safe",
+    "the customer paid the price of the order at the bank",
+    "a cat sat on the mat in the sun",
+    "the dog ran in the park after the ball",
+    "music and a song in the park on a summer evening",
+    "hello world from a tiny model",
+    "the lighthouse keeper told a story about the sea",
+    "water flows down the river to the sea",
+    "an order of tea and an apple for the customer",
+    "we like to make music and sing a song",
+    "the price of water is not the price of money",
+    "a story of a ship lost at sea near the lighthouse",
+]
+
+
+def _train_sentencepiece(folder: Path, vocab_size: int) -> Path:
+    """A unigram SentencePiece model (XLM-R's kind) trained on the sentences above."""
+    import sentencepiece as spm
+
+    corpus = folder / "corpus.txt"
+    corpus.write_text("\n".join(_SENTENCES * 4) + "\n", encoding="utf-8")
+    spm.SentencePieceTrainer.train(
+        input=str(corpus),
+        model_prefix=str(folder / "sentencepiece.bpe"),
+        vocab_size=vocab_size,
+        model_type="unigram",
+        character_coverage=1.0,
+        num_threads=1,
+        hard_vocab_limit=False,
+        minloglevel=2,
+    )
+    corpus.unlink()
+    (folder / "sentencepiece.bpe.vocab").unlink()
+    return folder / "sentencepiece.bpe.model"
+
+
+def build_tiny_reranker(folder: Path, *, seed: int = 0) -> Path:
+    """An ``XLMRobertaForSequenceClassification`` folder (one label: a relevance score)
+    with random weights and a SentencePiece tokenizer, as bge-reranker's folder holds."""
+    import sentencepiece as spm
+    import torch
+    from sentencepiece import sentencepiece_model_pb2
+    from transformers import (
+        XLMRobertaConfig,
+        XLMRobertaForSequenceClassification,
+        XLMRobertaTokenizer,
+    )
+
+    folder.mkdir(parents=True, exist_ok=True)
+    sp_file = _train_sentencepiece(folder, vocab_size=160)
+    sp = spm.SentencePieceProcessor(model_file=str(sp_file))
+    proto = sentencepiece_model_pb2.ModelProto()
+    proto.ParseFromString(sp_file.read_bytes())
+    # XLM-R's ids: <s> <pad> </s> <unk>, then SentencePiece's pieces shifted by one
+    # (fairseq's order), then <mask>: the order llama.cpp's converter rebuilds
+    vocab = [("<s>", 0.0), ("<pad>", 0.0), ("</s>", 0.0), ("<unk>", 0.0)]
+    vocab += [(sp.id_to_piece(i), sp.get_score(i)) for i in range(3, sp.get_piece_size())]
+    vocab += [("<mask>", 0.0)]
+    tokenizer = XLMRobertaTokenizer(
+        vocab=vocab, _spm_precompiled_charsmap=proto.normalizer_spec.precompiled_charsmap
+    )
+    tokenizer.save_pretrained(folder)  # tokenizer.json: our convert step asks for one
+    torch.manual_seed(seed)
+    config = XLMRobertaConfig(
+        vocab_size=len(vocab),
+        hidden_size=HIDDEN,
+        num_hidden_layers=RERANKER_LAYERS,
+        num_attention_heads=HEADS,
+        intermediate_size=2 * HIDDEN,
+        max_position_embeddings=128 + 2,  # positions start after the padding id, as XLM-R's
+        type_vocab_size=1,
+        pad_token_id=1,
+        bos_token_id=0,
+        eos_token_id=2,
+        num_labels=1,
+        # BERT's 0.02 leaves every document's first token alike: scores within 0.01
+        initializer_range=0.5,
+    )
+    XLMRobertaForSequenceClassification(config).save_pretrained(folder, safe_serialization=True)
+    return folder
+
+
+def reference_rerank(
+    folder: Path, query: str, documents: list[str]
+) -> list[tuple[list[int], float]]:
+    """For each document: the token ids transformers gives the (query, document) pair and
+    the model's logit for it (what sentence-transformers' CrossEncoder computes)."""
+    import torch
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    model = AutoModelForSequenceClassification.from_pretrained(folder).eval()
+    out: list[tuple[list[int], float]] = []
+    for document in documents:
+        ids: list[int] = tokenizer(query, document)["input_ids"]
+        with torch.no_grad():
+            logit = float(model(torch.tensor([ids])).logits[0, 0])
+        out.append((ids, logit))
+    return out
+
+
+@pytest.fixture(scope="session")
+def tiny_reranker_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny reranker as a Hugging Face folder (built once per session)."""
+    return build_tiny_reranker(tmp_path_factory.mktemp("hf") / "tiny-reranker")
+
+
+@pytest.fixture(scope="session")
+def tiny_reranker_gguf(
+    tiny_reranker_folder: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Path:
+    """The tiny reranker as an F32 GGUF named ``tiny-reranker.gguf``, as our convert step
+    (llama.cpp's converter) writes it: a classification head, no pooling type declared."""
+    from quantize.convert import convert_hf_to_gguf
+
+    out = tmp_path_factory.mktemp("tiny-reranker")
+    converted = convert_hf_to_gguf(tiny_reranker_folder, out, "F32").path
+    path = converted.with_name("tiny-reranker.gguf")
     converted.rename(path)
     return path

@@ -5,10 +5,13 @@ The scheduler's context generates text; embeddings need a context created with
 llama.cpp context on the same ``llama_model`` (the weights are shared, not loaded
 again). It is created on first use, guarded by a lock, and never touches the
 scheduler's context or KV cache. Calls block: run them off the event loop.
+:class:`PooledContext` is that machinery; the reranker (``reranker.py``) runs on it too,
+with rank pooling.
 
 Pooling: the model's own pooling type when its GGUF declares one (embedding models
 such as BGE or nomic-embed do), else mean pooling over the tokens. Vectors are
-L2-normalised, as OpenAI's are.
+L2-normalised, as OpenAI's are. A reranker (rank pooling declared, or an encoder with a
+one-output classification head and no pooling declared) does not embed.
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ import numpy as np
 
 from backend.engine.errors import EngineError, InvalidRequestError
 from backend.engine.model_runtime import ModelRuntime
+from backend.gguf_file.errors import GGUFFormatError
+from backend.gguf_file.gguf_header import read_gguf_header
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +35,10 @@ log = logging.getLogger(__name__)
 MAX_EMBED_CTX = 2048
 # Sequences packed into one llama_decode.
 MAX_SEQS_PER_DECODE = 16
+# The classification head llama.cpp's rank pooling runs on the first token: an optional
+# dense layer (``cls``, then tanh) and an output projection (``cls.output``), as the
+# converter writes them for *ForSequenceClassification models (bge-reranker, jina-reranker).
+RANK_HEAD_TENSORS = ("cls.output.weight", "cls.weight")
 
 
 class EmbeddingUnsupportedError(InvalidRequestError):
@@ -41,7 +50,44 @@ class EmbeddingInputTooLongError(InvalidRequestError):
 
 
 class EmbeddingCancelledError(EngineError):
-    """The caller asked to stop (its client went away) before all inputs were embedded."""
+    """The caller asked to stop (its client went away) before all inputs were run."""
+
+
+def declared_pooling(runtime: ModelRuntime) -> int | None:
+    """The pooling type the GGUF declares (``{arch}.pooling_type``), or None."""
+    declared = runtime.meta(f"{runtime.info.architecture}.pooling_type")
+    if declared is None:
+        return None
+    try:
+        return int(declared)
+    except ValueError:
+        return None
+
+
+def rank_head_outputs(runtime: ModelRuntime) -> int | None:
+    """How many outputs the GGUF's classification head has (the rows of its last
+    projection), or None when it has none. Read from the file's tensor infos."""
+    try:
+        header = read_gguf_header(runtime.info.path)
+    except (GGUFFormatError, OSError) as exc:
+        log.warning("cannot read the tensor list of %s: %s", runtime.info.path.name, exc)
+        return None
+    for name in RANK_HEAD_TENSORS:
+        tensor = header.tensor(name)
+        if tensor is not None:
+            return tensor.shape[1] if len(tensor.shape) > 1 else 1
+    return None
+
+
+def is_implicit_reranker(runtime: ModelRuntime) -> bool:
+    """An encoder (no KV cache) that declares no pooling and carries a classification head
+    with one output: a cross-encoder converted by llama.cpp's converter, which writes no
+    pooling type for *ForSequenceClassification models (llama-server needs ``--rerank``)."""
+    return (
+        not runtime.can_generate
+        and declared_pooling(runtime) is None
+        and rank_head_outputs(runtime) == 1
+    )
 
 
 def choose_pooling(runtime: ModelRuntime) -> int:
@@ -54,49 +100,55 @@ def choose_pooling(runtime: ModelRuntime) -> int:
             "embeddings need a decoder-only or encoder-only model",
             param="model",
         )
-    declared = runtime.meta(f"{info.architecture}.pooling_type")
-    if declared is None:
-        return int(llama_cpp.LLAMA_POOLING_TYPE_MEAN)
-    try:
-        pooling = int(declared)
-    except ValueError:
-        return int(llama_cpp.LLAMA_POOLING_TYPE_MEAN)
-    if pooling == llama_cpp.LLAMA_POOLING_TYPE_RANK:
+    pooling = declared_pooling(runtime)
+    if pooling == llama_cpp.LLAMA_POOLING_TYPE_RANK or (
+        pooling is None and is_implicit_reranker(runtime)
+    ):
+        why = "rank pooling" if pooling is not None else "a classification head with one output"
         raise EmbeddingUnsupportedError(
-            f"the model '{info.path.name}' is a reranker (rank pooling): it scores "
-            "query/document pairs and does not produce embeddings",
+            f"the model '{info.path.name}' is a reranker ({why}): it scores query/document "
+            "pairs on /v1/rerank and does not produce embeddings",
             param="model",
         )
-    if pooling == llama_cpp.LLAMA_POOLING_TYPE_NONE:
+    if pooling is None or pooling == llama_cpp.LLAMA_POOLING_TYPE_NONE:
         return int(llama_cpp.LLAMA_POOLING_TYPE_MEAN)
     return pooling
 
 
-class Embedder:
-    """Embeds token lists with a lazily created embedding context on ``runtime.model``."""
+class PooledContext:
+    """A lazily created ``embeddings=True`` context on ``runtime.model`` that runs token
+    lists, up to MAX_SEQS_PER_DECODE per ``llama_decode``, and returns each one's pooled
+    row of ``n_out`` floats. Subclasses choose the pooling type (and refuse a model)."""
 
-    def __init__(self, runtime: ModelRuntime, *, max_ctx: int = MAX_EMBED_CTX) -> None:
+    kind = "embedding"  # for logs and errors
+
+    def __init__(self, runtime: ModelRuntime, *, n_out: int, max_ctx: int) -> None:
         self.runtime = runtime
         n_train = runtime.info.n_ctx_train
         self.n_ctx = min(max_ctx, n_train) if n_train > 0 else max_ctx
-        self.n_embd = int(llama_cpp.llama_model_n_embd_out(runtime.model)) or runtime.info.n_embd
+        self.n_out = n_out
         self._lock = threading.Lock()
         self._ctx: llama_cpp.llama_context_p | None = None
         self._batch: llama_cpp.llama_batch | None = None
-        self._failure: EmbeddingUnsupportedError | None = None
+        self._failure: InvalidRequestError | None = None
         self._closed = False
+
+    def choose_pooling(self) -> int:
+        """The context's pooling type; raises an InvalidRequestError for a model it
+        cannot serve (remembered: the next call raises it again)."""
+        raise NotImplementedError
 
     # ---- lifecycle ---------------------------------------------------------------
     def _ensure_context(self) -> llama_cpp.llama_context_p:
         if self._closed:
-            raise EngineError("the embedder has been closed")
+            raise EngineError(f"the {self.kind} context has been closed")
         if self._failure is not None:
             raise self._failure
         if self._ctx is not None:
             return self._ctx
         try:
-            pooling = choose_pooling(self.runtime)
-        except EmbeddingUnsupportedError as exc:
+            pooling = self.choose_pooling()
+        except InvalidRequestError as exc:
             self._failure = exc
             raise
         settings = self.runtime.settings
@@ -114,20 +166,28 @@ class Embedder:
         ctx = llama_cpp.llama_init_from_model(self.runtime.model, params)
         if not ctx:
             self._failure = EmbeddingUnsupportedError(
-                f"llama.cpp could not create an embedding context for "
-                f"'{self.runtime.info.path.name}' (n_ctx={self.n_ctx}, pooling={pooling})",
+                f"llama.cpp could not create the {self.kind} context for "
+                f"'{self.runtime.info.path.name}' "
+                f"(n_ctx={self.n_ctx}, pooling={pooling})",
                 param="model",
             )
             raise self._failure
         self._ctx = ctx
         self._batch = llama_cpp.llama_batch_init(self.n_ctx, 0, 1)
         log.info(
-            "embedding context ready: n_ctx=%d, pooling=%d, n_embd=%d",
+            "%s context ready: n_ctx=%d, pooling=%d, %d floats per sequence",
+            self.kind,
             self.n_ctx,
             int(llama_cpp.llama_pooling_type(ctx)),
-            self.n_embd,
+            self.n_out,
         )
         return ctx
+
+    @property
+    def pooling_type(self) -> int | None:
+        """The pooling type of the context llama.cpp made (None before the first call)."""
+        with self._lock:
+            return int(llama_cpp.llama_pooling_type(self._ctx)) if self._ctx else None
 
     def close(self) -> None:
         """Free the context (before the model is freed). Waits for a running call."""
@@ -141,6 +201,83 @@ class Embedder:
                 self._ctx = None
 
     # ---- work --------------------------------------------------------------------
+    def run(
+        self, inputs: list[list[int]], should_stop: Callable[[], bool] | None = None
+    ) -> np.ndarray:
+        """The pooled rows, shape ``(len(inputs), n_out)``, of non-empty inputs no longer
+        than ``n_ctx`` (the caller checks that, with errors that name its fields).
+
+        ``should_stop`` is asked before each decode: when it answers True,
+        :class:`EmbeddingCancelledError` is raised and the context is free for the next
+        caller.
+        """
+        out = np.empty((len(inputs), self.n_out), dtype=np.float32)
+        with self._lock:
+            ctx = self._ensure_context()
+            start = 0
+            while start < len(inputs):
+                if should_stop is not None and should_stop():
+                    raise EmbeddingCancelledError(
+                        f"{self.kind} stopped after {start} of {len(inputs)} sequences"
+                    )
+                end, used = start, 0
+                while (
+                    end < len(inputs)
+                    and end - start < MAX_SEQS_PER_DECODE
+                    and used + len(inputs[end]) <= self.n_ctx
+                ):
+                    used += len(inputs[end])
+                    end += 1
+                out[start:end] = self._decode_group(ctx, inputs[start:end])
+                start = end
+        return out
+
+    def _decode_group(self, ctx: llama_cpp.llama_context_p, group: list[list[int]]) -> np.ndarray:
+        batch = self._batch
+        assert batch is not None
+        i = 0
+        for sid, tokens in enumerate(group):
+            for pos, token in enumerate(tokens):
+                batch.token[i] = token
+                batch.pos[i] = pos  # type: ignore[call-overload]  # ctypes stub is wrong
+                batch.n_seq_id[i] = 1
+                batch.seq_id[i][0] = sid
+                batch.logits[i] = 1
+                i += 1
+        batch.n_tokens = i
+        memory = llama_cpp.llama_get_memory(ctx)
+        try:
+            rc = llama_cpp.llama_decode(ctx, batch)
+            if rc != 0:
+                raise EngineError(f"llama_decode failed in the {self.kind} context (code {rc})")
+            rows = np.empty((len(group), self.n_out), dtype=np.float32)
+            for sid in range(len(group)):
+                ptr = llama_cpp.llama_get_embeddings_seq(ctx, sid)
+                if not ptr:
+                    raise EngineError(f"llama.cpp returned no pooled output for sequence {sid}")
+                rows[sid] = np.ctypeslib.as_array(
+                    ctypes.cast(ptr, ctypes.POINTER(ctypes.c_float)), shape=(self.n_out,)
+                )
+            return rows
+        finally:
+            if memory:
+                llama_cpp.llama_memory_clear(memory, True)
+
+
+class Embedder(PooledContext):
+    """Embeds token lists with a lazily created embedding context on ``runtime.model``."""
+
+    def __init__(self, runtime: ModelRuntime, *, max_ctx: int = MAX_EMBED_CTX) -> None:
+        n_embd = int(llama_cpp.llama_model_n_embd_out(runtime.model)) or runtime.info.n_embd
+        super().__init__(runtime, n_out=n_embd, max_ctx=max_ctx)
+
+    @property
+    def n_embd(self) -> int:
+        return self.n_out
+
+    def choose_pooling(self) -> int:
+        return choose_pooling(self.runtime)
+
     def check_lengths(self, inputs: list[list[int]]) -> None:
         """Raise a clear error for an empty input or one longer than the context."""
         for i, tokens in enumerate(inputs):
@@ -163,56 +300,7 @@ class Embedder:
         is free for the next caller.
         """
         self.check_lengths(inputs)
-        out = np.empty((len(inputs), self.n_embd), dtype=np.float32)
-        with self._lock:
-            ctx = self._ensure_context()
-            start = 0
-            while start < len(inputs):
-                if should_stop is not None and should_stop():
-                    raise EmbeddingCancelledError(
-                        f"embedding stopped after {start} of {len(inputs)} inputs"
-                    )
-                end, used = start, 0
-                while (
-                    end < len(inputs)
-                    and end - start < MAX_SEQS_PER_DECODE
-                    and used + len(inputs[end]) <= self.n_ctx
-                ):
-                    used += len(inputs[end])
-                    end += 1
-                out[start:end] = self._decode_group(ctx, inputs[start:end])
-                start = end
+        out = self.run(inputs, should_stop)
         norms = np.linalg.norm(out, axis=1, keepdims=True)
         np.divide(out, norms, out=out, where=norms > 0)
         return out
-
-    def _decode_group(self, ctx: llama_cpp.llama_context_p, group: list[list[int]]) -> np.ndarray:
-        batch = self._batch
-        assert batch is not None
-        i = 0
-        for sid, tokens in enumerate(group):
-            for pos, token in enumerate(tokens):
-                batch.token[i] = token
-                batch.pos[i] = pos  # type: ignore[call-overload]  # ctypes stub is wrong
-                batch.n_seq_id[i] = 1
-                batch.seq_id[i][0] = sid
-                batch.logits[i] = 1
-                i += 1
-        batch.n_tokens = i
-        memory = llama_cpp.llama_get_memory(ctx)
-        try:
-            rc = llama_cpp.llama_decode(ctx, batch)
-            if rc != 0:
-                raise EngineError(f"llama_decode failed in the embedding context (code {rc})")
-            rows = np.empty((len(group), self.n_embd), dtype=np.float32)
-            for sid in range(len(group)):
-                ptr = llama_cpp.llama_get_embeddings_seq(ctx, sid)
-                if not ptr:
-                    raise EngineError(f"llama.cpp returned no pooled embedding for sequence {sid}")
-                rows[sid] = np.ctypeslib.as_array(
-                    ctypes.cast(ptr, ctypes.POINTER(ctypes.c_float)), shape=(self.n_embd,)
-                )
-            return rows
-        finally:
-            if memory:
-                llama_cpp.llama_memory_clear(memory, True)

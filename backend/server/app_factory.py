@@ -32,6 +32,7 @@ from backend.server.routes import (
     messages,
     models,
     monitoring,
+    rerank,
     responses,
     tokenize,
 )
@@ -105,6 +106,7 @@ def create_app(
         models,
         monitoring,
         embeddings,
+        rerank,
         infill,
         tokenize,
         responses,
