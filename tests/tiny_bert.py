@@ -15,9 +15,10 @@ Beside it, a tiny reranker (:func:`build_tiny_reranker`): an
 SentencePiece unigram tokenizer trained here on a few sentences. llama.cpp's converter
 writes its classification head as ``cls`` (dense, tanh) and ``cls.output``, which is what
 rank pooling runs, and names no pre-tokenizer for XLM-R (no hash to match). It is not
-built as a ``BertForSequenceClassification``: the converter drops BERT's pooler
-(``pooler.dense``, the dense+tanh layer BERT's classifier reads), so llama.cpp's score for
-such a model is the classifier on the raw first token, not the logit transformers gives.
+a ``BertForSequenceClassification``: the converter drops BERT's pooler (``pooler.dense``,
+the dense+tanh layer BERT's classifier reads), so llama.cpp's score for such a model is
+the classifier on the raw first token, not the logit transformers gives
+(``build_tiny_bert(classifier=True)`` builds one, to show it).
 """
 
 from __future__ import annotations
@@ -71,10 +72,12 @@ def vocab_lines() -> list[str]:
     return [lines.get(i, f"[unused{i}]") for i in range(size)]
 
 
-def build_tiny_bert(folder: Path, *, seed: int = 0) -> Path:
-    """A sentence-transformers style BERT folder (mean pooling) with random weights."""
+def build_tiny_bert(folder: Path, *, seed: int = 0, classifier: bool = False) -> Path:
+    """A sentence-transformers style BERT folder (mean pooling) with random weights; with
+    ``classifier``, a ``BertForSequenceClassification`` with one label (a cross-encoder,
+    as ms-marco-MiniLM's) instead."""
     import torch
-    from transformers import AutoTokenizer, BertConfig, BertModel
+    from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification, BertModel
 
     folder.mkdir(parents=True, exist_ok=True)
     lines = vocab_lines()
@@ -95,7 +98,12 @@ def build_tiny_bert(folder: Path, *, seed: int = 0) -> Path:
         max_position_embeddings=128,
         type_vocab_size=2,
         pad_token_id=0,
+        # a classifier's: one label, and the tiny reranker's spread of weights
+        **({"num_labels": 1, "initializer_range": 0.5} if classifier else {}),
     )
+    if classifier:
+        BertForSequenceClassification(config).save_pretrained(folder, safe_serialization=True)
+        return folder
     BertModel(config).save_pretrained(folder, safe_serialization=True)
     kinds = ("Transformer", "Pooling")
     modules = [

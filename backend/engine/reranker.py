@@ -20,6 +20,11 @@ Which GGUF is a reranker:
   ``XLMRobertaForSequenceClassification`` (bge-reranker) and kin, which it does not mark
   as rank (llama-server needs ``--rerank`` for them).
 
+A converted ``BertForSequenceClassification`` (ms-marco-MiniLM and other BERT
+cross-encoders) is served too, as llama-server serves it, with a warning: the converter
+drops BERT's pooler, the dense+tanh layer its classifier reads, so its scores are not the
+original model's (tests/server/test_rerank_gguf.py shows it).
+
 Pairs are formatted as llama-server's ``format_prompt_rerank`` does: with the model's
 ``rerank`` chat template when it has one (``{query}`` and ``{document}`` filled in,
 special tokens parsed), else ``[BOS] query [EOS] [SEP] document [EOS]`` with each special
@@ -45,6 +50,8 @@ from backend.engine.embedder import (
 )
 from backend.engine.errors import InvalidRequestError
 from backend.engine.model_runtime import ModelRuntime
+from backend.gguf_file.errors import GGUFFormatError
+from backend.gguf_file.gguf_header import read_gguf_header
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +94,18 @@ def rerank_refusal(runtime: ModelRuntime) -> str | None:
     )
 
 
+def _pooler_dropped(runtime: ModelRuntime) -> bool:
+    """A BERT GGUF whose head is ``cls.output`` alone: BertForSequenceClassification, whose
+    pooler (dense + tanh, which llama.cpp would run as ``cls``) the converter leaves out."""
+    if runtime.info.architecture != "bert":
+        return False
+    try:
+        header = read_gguf_header(runtime.info.path)
+    except (GGUFFormatError, OSError):
+        return False
+    return header.tensor("cls.output.weight") is not None and header.tensor("cls.weight") is None
+
+
 class Reranker(PooledContext):
     """Scores (query, document) pairs with a rank-pooling context on ``runtime.model``."""
 
@@ -109,6 +128,13 @@ class Reranker(PooledContext):
 
     def choose_pooling(self) -> int:
         self.check_model()
+        if _pooler_dropped(self.runtime):
+            log.warning(
+                "%s looks like a converted BertForSequenceClassification (a cls.output head "
+                "and no cls dense layer): llama.cpp's converter drops BERT's pooler, which "
+                "that head reads, so its scores are not the original model's",
+                self.runtime.info.path.name,
+            )
         return int(llama_cpp.LLAMA_POOLING_TYPE_RANK)
 
     # ---- formatting ---------------------------------------------------------------

@@ -5,10 +5,14 @@
   llama.cpp runs its rank-pooling context with it;
 - the same file declaring ``bert.pooling_type = 4`` (rank) scores the same;
 - the tiny BERT embedding model, the chat model, and the chat model declared as rank
-  pooling without a head are not rerankers, each for its own stated reason."""
+  pooling without a head are not rerankers, each for its own stated reason;
+- a converted BertForSequenceClassification is served, but llama.cpp's converter drops
+  BERT's pooler, so its score is the classifier on the raw first token, not transformers'
+  logit: the log says so."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,9 +24,11 @@ from backend.engine.reranker import Reranker, rerank_refusal
 from backend.gguf_file.gguf_header import read_gguf_header
 from backend.settings import EngineSettings
 from backend.settings.default_model import default_model_path
+from quantize.convert import convert_hf_to_gguf
 from tests.hub.gguf_writer import copy_with_metadata
 from tests.tiny_bert import (  # noqa: F401  (session fixtures)
     HIDDEN,
+    build_tiny_bert,
     reference_rerank,
     tiny_bert_folder,
     tiny_bert_gguf,
@@ -110,3 +116,33 @@ def test_models_that_are_not_rerankers_say_why(
             "its GGUF declares rank pooling but holds no classification head "
             "(cls.output.weight or cls.weight) to score with"
         )
+
+
+def test_a_converted_bert_classifier_scores_without_its_pooler(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    import torch
+    from transformers import AutoTokenizer, BertForSequenceClassification
+
+    folder = build_tiny_bert(tmp_path / "bert-classifier", classifier=True)
+    path = convert_hf_to_gguf(folder, tmp_path / "out", "F32").path
+    header = read_gguf_header(path)
+    assert header.tensor("cls.output.weight") is not None and header.tensor("cls.weight") is None
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    model = BertForSequenceClassification.from_pretrained(folder).eval()
+    for runtime in _runtime(path):
+        reranker = Reranker(runtime)
+        assert reranker.refusal is None  # served, as llama-server serves it
+        pairs = reranker.format_pairs(QUERY, DOCUMENTS)  # [CLS] q [SEP] d [SEP]
+        assert pairs == [tokenizer(QUERY, d)["input_ids"] for d in DOCUMENTS]
+        with caplog.at_level(logging.WARNING, logger="backend.engine.reranker"):
+            scores = reranker.score(pairs)
+        assert "drops BERT's pooler" in caplog.text
+        for ids, score in zip(pairs, scores, strict=True):
+            with torch.no_grad():  # llama.cpp gives every token type 0, as these calls do
+                logit = float(model(torch.tensor([ids])).logits[0, 0])
+                first = model.bert(torch.tensor([ids])).last_hidden_state[0, 0]
+                unpooled = float(model.classifier(first)[0])
+            assert score == pytest.approx(unpooled, abs=2e-2)
+            assert abs(score - logit) > 0.1  # the pooler's dense + tanh is missing
+        reranker.close()
