@@ -28,7 +28,18 @@ COMMAND_MODULES = (
 )
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _command_module(argv: Sequence[str]) -> str | None:
+    """The module of the sub-command ``argv`` names (its first word that is not an option),
+    or None when it names none of them."""
+    command = next((arg for arg in argv if not arg.startswith("-")), None)
+    module = f"backend.entrypoints.{command}_cmd"
+    return module if module in COMMAND_MODULES else None
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The command's parser; ``only`` (a module of COMMAND_MODULES) registers that one
+    sub-command alone, so ``quantdesk serve`` (a model server the router starts for each
+    load) does not import the hub, quantize, compare and bench modules it never uses."""
     parser = argparse.ArgumentParser(
         prog="quantdesk",
         description="Serve, quantise and compare quantised LLMs locally. "
@@ -36,7 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for module_name in COMMAND_MODULES:
+    for module_name in COMMAND_MODULES if only is None else (only,):
         try:
             module = importlib.import_module(module_name)
         except ModuleNotFoundError as exc:
@@ -54,7 +65,7 @@ def _run_gui() -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    parser = build_parser(_command_module(sys.argv[1:] if argv is None else argv))
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,

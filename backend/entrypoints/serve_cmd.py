@@ -8,6 +8,7 @@ given more than once is router mode with those models preloaded and pinned.
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -89,6 +90,8 @@ def _run_router(args: argparse.Namespace, models: list[str]) -> int:
     from backend.router.model_catalog import CatalogEntry, ModelCatalog
     from backend.router.runner import RouterHandle
 
+    # one line per proxied request and per readiness poll of a loading model is noise
+    logging.getLogger("httpx").setLevel(logging.WARNING)
     defaults = settings_from_args(EngineSettings, args)
     if defaults.model_alias and len(models) > 1:
         raise ConfigError("--alias names one model; a library model's id is its library name")

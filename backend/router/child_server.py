@@ -18,11 +18,14 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 import httpx
 import psutil
 
+from backend.router.child_log import ChildLogForwarder
 from backend.router.errors import ModelLoadFailedError
+from backend.router.server_forker import ForkerError, ServerForker, forking_supported
 from backend.settings import EngineSettings, ServerSettings
 from backend.settings.flags import settings_argv
 
@@ -32,7 +35,8 @@ log = logging.getLogger(__name__)
 START_TIMEOUT_S = 600.0
 # How long a child has to exit after SIGTERM before it is killed.
 STOP_GRACE_S = 10.0
-_POLL_S = 0.05
+# /health polls while a child loads: a 200 is seen this long after the model is ready, at most
+_POLL_S = 0.02
 _LOG_TAIL_LINES = 12
 
 
@@ -66,7 +70,29 @@ def child_server_settings(router: ServerSettings, port_file: Path) -> ServerSett
 
 
 def child_argv(engine: EngineSettings, server: ServerSettings) -> list[str]:
-    return [*cli_prefix(), "serve", *settings_argv(engine), *settings_argv(server)]
+    return [*cli_prefix(), *serve_args(engine, server)]
+
+
+def serve_args(engine: EngineSettings, server: ServerSettings) -> list[str]:
+    """``serve`` and its flags: the CLI's arguments for a child, after the program."""
+    return ["serve", *settings_argv(engine), *settings_argv(server)]
+
+
+def new_forker() -> ServerForker | None:
+    """The zygote that children fork from, where forking is supported (else None)."""
+    return ServerForker(cli_prefix()) if forking_supported() else None
+
+
+class ServerProcess(Protocol):
+    """What a child needs of its process: an asyncio subprocess or a fork of the zygote."""
+
+    @property
+    def pid(self) -> int: ...
+    @property
+    def returncode(self) -> int | None: ...
+    async def wait(self) -> int: ...
+    def send_signal(self, sig: int) -> None: ...
+    def kill(self) -> None: ...
 
 
 def _child_env(api_key: str) -> dict[str, str]:
@@ -84,12 +110,13 @@ class ChildServer:
     """A started child: its process, address and key. ``start()`` returns once it is ready."""
 
     model_id: str
-    process: asyncio.subprocess.Process
+    process: ServerProcess
     base_url: str
     api_key: str
     log_path: Path
     settings: EngineSettings
     stopping: bool = field(default=False, init=False)
+    log_forwarder: ChildLogForwarder | None = field(default=None, init=False)
 
     @property
     def pid(self) -> int:
@@ -126,8 +153,11 @@ class ChildServer:
         workdir: Path,
         *,
         timeout_s: float = START_TIMEOUT_S,
+        forker: ServerForker | None = None,
     ) -> ChildServer:
-        """Start ``quantdesk serve`` on ``engine.model`` and wait until its /health is 200.
+        """Start ``quantdesk serve`` on ``engine.model`` (forked from ``forker``'s zygote
+        when one is given and running, else a fresh process) and wait until its /health is
+        200. Its log lines are forwarded to this process's log as they come.
 
         A child that exits or does not get ready in ``timeout_s`` is stopped and its log's
         last lines become a :class:`ModelLoadFailedError`."""
@@ -135,19 +165,32 @@ class ChildServer:
         port_file = workdir / "port"
         port_file.unlink(missing_ok=True)
         log_path = workdir / "serve.log"
+        log_path.write_bytes(b"")  # empty before the child and its log forwarder start
         api_key = secrets.token_urlsafe(24)
-        argv = child_argv(engine, child_server_settings(server, port_file))
-        with log_path.open("wb") as out:
-            process = await asyncio.create_subprocess_exec(
-                *argv,
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=out,
-                stderr=asyncio.subprocess.STDOUT,
-                env=_child_env(api_key),
-                start_new_session=True,  # a Ctrl-C in the terminal reaches the router only
-            )
-        log.info("model %s: started its server (pid %d)", model_id, process.pid)
+        args = serve_args(engine, child_server_settings(server, port_file))
+        env = _child_env(api_key)
+        process: ServerProcess | None = None
+        if forker is not None:
+            try:
+                process = await forker.fork(args, env, log_path)
+            except ForkerError as exc:
+                log.warning("model %s: %s; starting a fresh process instead", model_id, exc)
+        how = "forked"
+        if process is None:
+            how = "started"
+            with log_path.open("ab") as out:
+                process = await asyncio.create_subprocess_exec(
+                    *cli_prefix(),
+                    *args,
+                    stdin=asyncio.subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=asyncio.subprocess.STDOUT,
+                    env=env,
+                    start_new_session=True,  # a Ctrl-C in the terminal reaches the router only
+                )
+        log.info("model %s: %s its server (pid %d)", model_id, how, process.pid)
         child = cls(model_id, process, "", api_key, log_path, engine)
+        child.log_forwarder = ChildLogForwarder.start(model_id, log_path)
         try:
             await asyncio.wait_for(child._wait_ready(port_file), timeout_s)
         except BaseException as exc:
@@ -195,7 +238,13 @@ class ChildServer:
                 with contextlib.suppress(ProcessLookupError):
                     self.process.kill()
         await self.process.wait()
+        await self._end_log()
         log.info("model %s: server stopped (pid %d)", self.model_id, self.pid)
+
+    async def _end_log(self) -> None:
+        """Forward what the ended process wrote last, then stop following its log."""
+        if self.log_forwarder is not None:
+            await self.log_forwarder.close()
 
     def watch(self, on_exit: Callable[[ChildServer], None]) -> asyncio.Task[None]:
         """A task that calls ``on_exit`` when the process ends without ``stop()``."""
@@ -203,6 +252,7 @@ class ChildServer:
         async def wait() -> None:
             await self.process.wait()
             if not self.stopping:
+                await self._end_log()
                 on_exit(self)
 
         return asyncio.create_task(wait(), name=f"watch-{self.model_id}")

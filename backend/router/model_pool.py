@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Literal
 
 from backend.fit.memory_probe import AvailableMemory, probe_memory
-from backend.router.child_server import ChildServer
+from backend.router.child_server import ChildServer, new_forker
 from backend.router.errors import (
     InsufficientMemoryError,
     ModelLoadFailedError,
@@ -82,6 +82,7 @@ class ModelPool:
         *,
         memory_probe: Callable[[], AvailableMemory] = probe_memory,
         workdir: Path | None = None,
+        fork_servers: bool = True,
     ) -> None:
         self.catalog = catalog
         self.defaults = defaults
@@ -97,6 +98,10 @@ class ModelPool:
         self._entries: dict[str, PoolEntry] = {}
         self._admission = asyncio.Lock()
         self._reaper: asyncio.Task[None] | None = None
+        # children fork from a pre-imported zygote (backend/router/server_forker.py), which
+        # starts with the pool's event loop, or with the first load
+        self.forker = new_forker() if fork_servers else None
+        self._forker_start: asyncio.Task[None] | None = None
         self.budget = (
             router.memory_budget
             if router.memory_budget is not None
@@ -197,6 +202,7 @@ class ModelPool:
                     settings,
                     self.server,
                     self.workdir / f"{entry.model_id.replace('/', '_')}-{entry.loads}",
+                    forker=self.forker,
                 )
                 entry.child, entry.need, entry.state = child, need, "loaded"
                 entry.last_used = time.monotonic()
@@ -287,9 +293,19 @@ class ModelPool:
     # ----- lifetime -----
 
     def start(self) -> None:
-        """Start the idle-TTL reaper (call on the event loop that serves requests)."""
+        """Start the idle-TTL reaper and the zygote (call on the event loop that serves
+        requests)."""
         if self._reaper is None:
             self._reaper = asyncio.create_task(self._reap(), name="idle-ttl-reaper")
+        if self.forker is not None and self._forker_start is None:
+            self._forker_start = asyncio.create_task(self._start_forker(), name="zygote-start")
+
+    async def _start_forker(self) -> None:
+        assert self.forker is not None
+        try:
+            await self.forker.start()
+        except Exception as exc:  # loads then start fresh processes
+            log.warning("the model servers' zygote did not start (%s): fresh processes", exc)
 
     async def _reap(self) -> None:
         while True:
@@ -331,6 +347,11 @@ class ModelPool:
             task.cancel()
         await asyncio.gather(*loads, return_exceptions=True)
         await asyncio.gather(*(self._stop(e) for e in self._entries.values()))
+        if self._forker_start is not None:
+            self._forker_start.cancel()
+            await asyncio.gather(self._forker_start, return_exceptions=True)
+        if self.forker is not None:
+            await self.forker.close()
         if self._tmp is not None:
             self._tmp.cleanup()
 

@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 
 from backend.hub.hub_settings import HubSettings
@@ -65,7 +66,7 @@ def make_pool(
 ) -> Callable[..., ModelPool]:
     _clear_settings_environment(monkeypatch)
 
-    def make(**router: object) -> ModelPool:
+    def make(fork_servers: bool = True, **router: object) -> ModelPool:
         return ModelPool(
             ModelCatalog(library),
             EngineSettings(**CHILD_DEFAULTS),  # type: ignore[arg-type]
@@ -73,6 +74,7 @@ def make_pool(
             RouterSettings(**router),  # type: ignore[arg-type]
             ModelSettingsStore(isolated_home / "model_settings.json"),
             workdir=isolated_home / "router",
+            fork_servers=fork_servers,
         )
 
     return make
@@ -106,3 +108,16 @@ def start_router(
     yield start
     for handle in started:
         handle.stop()
+
+
+def model_servers(router: psutil.Process) -> list[psutil.Process]:
+    """The model servers of a router process: its zygote's forks, and any child of its own
+    that is not the zygote (a server started fresh)."""
+    servers = []
+    for proc in router.children():
+        try:
+            zygote = "backend.entrypoints.serve_zygote" in proc.cmdline()
+            servers += proc.children() if zygote else [proc]
+        except psutil.Error:
+            continue
+    return servers

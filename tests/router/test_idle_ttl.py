@@ -15,6 +15,7 @@ import psutil
 import pytest
 
 from backend.hub.library import ModelLibrary
+from tests.router.conftest import model_servers
 from tests.server.conftest import child_base_url, wait_healthy
 
 pytestmark = pytest.mark.model
@@ -60,17 +61,17 @@ def test_a_request_ttl_unloads_its_model_and_gives_the_memory_back(
         _state(base)
     before = proc.memory_info().rss
     _ask(base, "alpha", ttl=1)  # LM Studio's per-request TTL; the router has none
-    (alpha,) = proc.children()
+    (alpha,) = model_servers(proc)
     alpha_rss = alpha.memory_info().rss
     _ask(base, "beta")
     beta = _state(base)["beta"]
-    (beta_child,) = [c for c in proc.children() if c.pid != alpha.pid]
+    (beta_child,) = [c for c in model_servers(proc) if c.pid != alpha.pid]
     beta_rss = beta_child.memory_info().rss
     while _state(base)["alpha"]["status"]["value"] != "unloaded":
         time.sleep(0.2)
     # alpha's server has ended (and was reaped); beta's, without a TTL, stays
     assert not alpha.is_running()
-    assert proc.children() == [beta_child]
+    assert model_servers(proc) == [beta_child]
     assert _state(base)["beta"]["status"]["value"] == "loaded"
     after = proc.memory_info().rss
     print(

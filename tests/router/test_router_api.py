@@ -22,7 +22,7 @@ from openai import OpenAI
 
 from backend.hub.library import ModelLibrary
 from backend.router.runner import RouterHandle
-from tests.router.conftest import EMBEDDED
+from tests.router.conftest import EMBEDDED, model_servers
 from tests.server.conftest import child_base_url, wait_healthy
 
 pytestmark = pytest.mark.model
@@ -220,7 +220,7 @@ def test_serve_with_two_models_preloads_and_pins_them(
                 time.sleep(0.2)
             assert all(card["pinned"] for card in cards.values())
             assert _models_of(base)["beta"]["status"]["value"] == "unloaded"
-            children = psutil.Process(proc.pid).children()
+            children = model_servers(psutil.Process(proc.pid))
             assert len(children) == 2
             proc.kill()  # even a router killed outright takes its models' servers along
         finally:
