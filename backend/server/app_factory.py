@@ -24,6 +24,7 @@ from backend.server.body_limit import BodySizeLimit
 from backend.server.errors import install_error_handlers
 from backend.server.host_check import HostCheck, is_loopback
 from backend.server.metrics_collector import EngineCollector
+from backend.server.native.llamacpp_metrics import LlamacppCollector
 from backend.server.routes import (
     chat,
     completions,
@@ -32,6 +33,9 @@ from backend.server.routes import (
     messages,
     models,
     monitoring,
+    native_completion,
+    native_props,
+    native_slots,
     rerank,
     responses,
     tokenize,
@@ -95,6 +99,7 @@ def create_app(
 
     registry = CollectorRegistry(auto_describe=False)
     registry.register(EngineCollector(snapshot))
+    registry.register(LlamacppCollector(snapshot))  # llama-server's names, same numbers
     app.state.metrics_registry = registry
 
     app.add_middleware(ArrivalTracking)  # innermost: sees only requests the edge let in
@@ -110,6 +115,9 @@ def create_app(
         infill,
         tokenize,
         responses,
+        native_completion,
+        native_props,
+        native_slots,
     ):
         app.include_router(module.router)
     _add_docs(app)

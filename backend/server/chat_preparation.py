@@ -49,17 +49,28 @@ class PreparedChat:
     tool_names: frozenset[str] = frozenset()
 
 
-def prepare_chat(body: ChatCompletionRequest, engine: Engine, request: Request) -> PreparedChat:
-    """Render, tokenise and set up sampling for ``body`` (blocking: run it off the loop).
+@dataclasses.dataclass
+class TemplateInputs:
+    """What the chat template renders: the messages (tool calls and results written for
+    templates that don't know tools), the tools it is given, and how the prompt ends."""
 
-    Raises :class:`~backend.server.errors.ApiError` (400) for content this text-only
-    server cannot take, a ``tool_choice`` without tools, or a bad ``response_format``;
-    a prompt too long for the context raises the engine's ``ContextOverflowError``.
-    """
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]] | None  # those the request declared (tool_choice none: none)
+    template_tools: list[dict[str, Any]] | None  # those passed to the template
+    continue_final_message: bool
+
+    def render_kwargs(self) -> dict[str, Any]:
+        return {
+            "tools": self.template_tools,
+            "continue_final_message": self.continue_final_message,
+            "add_generation_prompt": not self.continue_final_message,
+        }
+
+
+def template_inputs(body: ChatCompletionRequest, engine: Engine) -> TemplateInputs:
+    """The messages and tools of ``body`` as the chat template takes them; 400 for content
+    parts this text-only server cannot take (images, audio, files)."""
     tools = body.tools if body.tools and body.tool_choice != "none" else None
-    forced = forced_function(body.tool_choice, tools) if tools else None
-    if body.tool_choice not in (None, "none", "auto") and not tools:
-        raise ApiError(400, "tool_choice needs tools", param="tool_choice")
     messages: list[dict[str, Any]] = []
     for i, m in enumerate(body.messages):
         if unsupported := m.non_text_parts():
@@ -76,13 +87,34 @@ def prepare_chat(body: ChatCompletionRequest, engine: Engine, request: Request) 
         messages.append(msg)
     knows_tools = "tools" in engine.chat_template.source
     messages = render_messages_for_tools(messages, tools, knows_tools)
-    prefill = body.continues_final_message()  # the request schema checked it is possible
-    tokens = engine.render_chat(
+    return TemplateInputs(
         messages,
-        tools=tools if knows_tools else None,
-        continue_final_message=prefill,
-        add_generation_prompt=not prefill,
+        tools,
+        tools if knows_tools else None,
+        body.continues_final_message(),  # the request schema checked it is possible
     )
+
+
+def render_chat_text(body: ChatCompletionRequest, engine: Engine) -> str:
+    """The prompt text ``body`` becomes (llama-server's ``/apply-template``): the same
+    rendering as :func:`prepare_chat`, before tokenising."""
+    inputs = template_inputs(body, engine)
+    return engine.chat_template.render(inputs.messages, **inputs.render_kwargs())
+
+
+def prepare_chat(body: ChatCompletionRequest, engine: Engine, request: Request) -> PreparedChat:
+    """Render, tokenise and set up sampling for ``body`` (blocking: run it off the loop).
+
+    Raises :class:`~backend.server.errors.ApiError` (400) for content this text-only
+    server cannot take, a ``tool_choice`` without tools, or a bad ``response_format``;
+    a prompt too long for the context raises the engine's ``ContextOverflowError``.
+    """
+    if body.tool_choice not in (None, "none", "auto") and not body.tools:
+        raise ApiError(400, "tool_choice needs tools", param="tool_choice")
+    inputs = template_inputs(body, engine)
+    tools = inputs.tools
+    forced = forced_function(body.tool_choice, tools) if tools else None
+    tokens = engine.render_chat(inputs.messages, **inputs.render_kwargs())
     asked = body.max_completion_tokens or body.asked_max_tokens()
     max_tokens = max_tokens_for(engine, len(tokens), asked, request)
     sampling = sampling_params(body, engine)

@@ -1,4 +1,8 @@
-"""POST /v1/completions: streaming, n / best_of, echo, logprobs and suffix (FIM)."""
+"""POST /v1/completions: streaming, n / best_of, echo, logprobs and suffix (FIM).
+
+``/completions`` (no ``/v1``) reaches the same handler through ``native_completion.py``,
+which answers a llama-server native body there in llama-server's shape.
+"""
 
 from __future__ import annotations
 
@@ -135,7 +139,6 @@ def echoed_logprobs(
     return out
 
 
-@router.post("/completions", response_model=None, include_in_schema=False)
 @router.post("/v1/completions", response_model=None)
 async def completions(body: CompletionRequest, request: Request) -> Any:
     engine = engine_for(request, body.model)
