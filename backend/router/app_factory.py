@@ -71,6 +71,7 @@ def create_router_app(
     )
     app.state.pool = pool
     app.state.preloaded = list(preload or [])  # the -m models, first = the default
+    app.state.fallback_names_told = set()  # /v1/messages names answered by another model
     app.state.server_settings = server_settings
     install_edge(app, server_settings)  # the server's middleware and error answers
 

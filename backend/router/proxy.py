@@ -2,8 +2,8 @@
 
 The model stays acquired (never evicted) until the last byte is sent. A client that goes
 away closes the upstream connection, so the child cancels the sequence; a child that
-dies mid-answer ends the stream with an OpenAI-shaped error event (or a 502 before the
-first byte).
+dies mid-answer ends the stream with an error event, OpenAI's or under /v1/messages
+Anthropic's (or a 502 before the first byte).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from starlette.responses import Response, StreamingResponse
 
 from backend.router.errors import ModelCrashedError
 from backend.router.model_pool import ModelPool
+from backend.server.anthropic import errors as anthropic_errors
 from backend.server.errors import error_body
 from backend.server.generation import ClientDisconnectedError, wait_disconnected
 
@@ -87,8 +88,7 @@ async def proxy(
                 raise
             err = _crash_error(pool, model_id, exc)
             log.warning("%s", err)
-            payload = error_body(str(err), err.type_, None, err.code)
-            yield f"data: {json.dumps(payload)}\n\n".encode()
+            yield _stream_error(request.url.path, err)
         finally:
             with anyio.CancelScope(shield=True):
                 await upstream.aclose()
@@ -96,6 +96,15 @@ async def proxy(
 
     response_headers = {k: v for k, v in upstream.headers.items() if k not in _HOP_BY_HOP}
     return StreamingResponse(relay(), status_code=upstream.status_code, headers=response_headers)
+
+
+def _stream_error(path: str, err: ModelCrashedError) -> bytes:
+    """The event that ends a stream whose model stopped: Anthropic's ``error`` event under
+    /v1/messages (what the SDKs and Claude Code read), else an OpenAI ``data:`` error."""
+    if anthropic_errors.is_messages_path(path):
+        payload = anthropic_errors.error_body(err.status, str(err))
+        return f"event: error\ndata: {json.dumps(payload)}\n\n".encode()
+    return f"data: {json.dumps(error_body(str(err), err.type_, None, err.code))}\n\n".encode()
 
 
 async def _send_unless_client_leaves(

@@ -1,7 +1,8 @@
 """Every other POST (chat, completions, embeddings, infill, tokenize, and any path a model's
 server answers) goes to the model its body names, loaded on demand; the child answers it,
 validation included. A body without ``model`` goes where backend/router/model_choice.py
-says."""
+says, and so does one under /v1/messages that names no library model (Claude Code's
+``claude-...`` names)."""
 
 from __future__ import annotations
 
@@ -11,9 +12,10 @@ from typing import Any
 from fastapi import APIRouter, Depends, Request
 from starlette.responses import Response
 
-from backend.router.model_choice import model_for_unnamed_request
+from backend.router.model_choice import model_for_messages, model_for_unnamed_request
 from backend.router.proxy import proxy
 from backend.router.routes.models import pool_of
+from backend.server.anthropic.errors import is_messages_path
 from backend.server.auth import require_api_key
 from backend.server.errors import ApiError
 
@@ -47,8 +49,13 @@ async def proxied(path: str, request: Request) -> Response:
     body = await request.body()
     model, ttl, body = _model_and_ttl(body)
     pool = pool_of(request)
-    if model:
-        model_id = (await pool.find(model)).model_id
+    preloaded = request.app.state.preloaded
+    if not model:
+        model_id = model_for_unnamed_request(pool, preloaded)
+    elif is_messages_path(request.url.path):
+        model_id = await model_for_messages(
+            pool, preloaded, model, request.app.state.fallback_names_told
+        )
     else:
-        model_id = model_for_unnamed_request(pool, request.app.state.preloaded)
+        model_id = (await pool.find(model)).model_id
     return await proxy(request, pool, request.app.state.upstream, model_id, body, ttl)
