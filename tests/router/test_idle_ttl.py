@@ -54,7 +54,7 @@ def _ask(base: str, model: str, **extra: Any) -> None:
 
 
 def test_a_request_ttl_unloads_its_model_and_gives_the_memory_back(
-    router: tuple[str, psutil.Process],
+    router: tuple[str, psutil.Process], tmp_path: Path
 ) -> None:
     base, proc = router
     for _ in range(3):  # warm the router's own code paths before the baseline
@@ -80,5 +80,11 @@ def test_a_request_ttl_unloads_its_model_and_gives_the_memory_back(
         f"{beta['memory_bytes'] >> 20} MiB"
     )
     assert after - before <= ROUTER_GROWTH_BOUND
+    # quantdesk serve's own output carries each model server's lines, under its id
+    said = (tmp_path / "router.log").read_text()
+    for model in ("alpha", "beta"):
+        prefix = f"INFO backend.router.child_log: [{model}] backend.server"
+        assert f"{prefix}.runner: server listening on" in said
+        assert f"{prefix}.app_factory: ready: serving {model}" in said
     # the estimate the pool admits a model with covers what its server really holds
     assert max(alpha_rss, beta_rss) <= beta["memory_bytes"]
