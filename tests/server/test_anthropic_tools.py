@@ -163,3 +163,28 @@ def test_unknown_tool_choice_and_server_tools_are_400(live_server: LiveServer) -
             messages=ASK,
         )
     assert "web_search_20250305" in str(info.value)
+
+
+def test_a_call_cut_off_by_max_tokens_is_no_text(live_server: LiveServer) -> None:
+    """max_tokens that ends a forced call before its closing tag: the answer says
+    max_tokens, and the call's raw ``<tool_call>`` markup is not handed out as text (an
+    agent would keep it in its history and show it to the model again)."""
+    body = {
+        "model": MODEL,
+        "max_tokens": 6,
+        "temperature": 0,
+        "tools": [WEATHER],
+        "tool_choice": {"type": "tool", "name": "get_weather"},
+        "messages": ASK,
+    }
+    plain = httpx.post(f"{live_server.base_url}/v1/messages", json=body, timeout=TIMEOUT).json()
+    assert plain["stop_reason"] == "max_tokens" and plain["usage"]["output_tokens"] == 6
+    assert all("<tool_call>" not in b.get("text", "") for b in plain["content"]), plain
+    events = raw_events(live_server, {**body, "stream": True})
+    streamed = "".join(
+        e["delta"].get("text", "") for e in events if e["type"] == "content_block_delta"
+    )
+    assert "<tool_call>" not in streamed
+    (delta,) = [e for e in events if e["type"] == "message_delta"]
+    assert delta["delta"]["stop_reason"] == "max_tokens"
+    assert events[-1]["type"] == "message_stop"

@@ -173,3 +173,30 @@ def test_text_format_json_object_parses(live_server: LiveServer) -> None:
     )
     assert r.status == "completed", r.output_text
     assert isinstance(json.loads(r.output_text, strict=True), dict)
+
+
+def test_a_call_cut_off_by_max_output_tokens_is_no_text(live_server: LiveServer) -> None:
+    """max_output_tokens that ends a forced call before its closing tag: the response is
+    incomplete, and the call's raw ``<tool_call>`` markup is not handed out as output
+    text (Codex would keep it in the conversation it sends back)."""
+    kwargs: dict[str, Any] = {
+        "model": MODEL,
+        "input": ASK,
+        "tools": [WEATHER],
+        "tool_choice": "required",
+        "max_output_tokens": 6,
+        "temperature": 0,
+    }
+    client = live_server.client()
+    r = client.responses.create(**kwargs)
+    assert r.status == "incomplete" and r.usage is not None and r.usage.output_tokens == 6
+    assert r.incomplete_details is not None
+    assert r.incomplete_details.reason == "max_output_tokens"
+    assert "<tool_call>" not in r.output_text
+    assert all(item.type != "function_call" for item in r.output)
+    events = list(client.responses.create(stream=True, **kwargs))
+    deltas = "".join(e.delta for e in events if e.type == "response.output_text.delta")
+    assert "<tool_call>" not in deltas
+    last = events[-1]
+    assert last.type == "response.incomplete"
+    assert "<tool_call>" not in last.response.output_text

@@ -5,6 +5,8 @@ returns the stream events it makes (``content_block_start``, ``content_block_del
 Tool calls are read by chat's parser (:class:`~backend.server.tool_calls.ToolCallStream`):
 text before a call streams as a text block, and each call becomes a ``tool_use`` block
 whose input arrives whole, in one ``input_json_delta``, once the call's closing tag has.
+A call that ``max_tokens`` cut off before its closing tag is no text for the client: it is
+left out, and the answer's ``stop_reason`` says ``max_tokens``.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from backend.server.tool_calls import ToolCall, ToolCallStream
+from backend.server.tool_calls import OPEN, ToolCall, ToolCallStream
 
 Event = dict[str, Any]
 
@@ -50,11 +52,15 @@ class ContentBlocks:
         content, calls = self._parser.feed(text)
         return self._add_text(content) + self._add_calls(calls)
 
-    def finish(self) -> list[Event]:
-        """The text held back and the open block closed: the content is complete."""
+    def finish(self, truncated: bool = False) -> list[Event]:
+        """The text held back and the open block closed: the content is complete.
+        ``truncated``: the answer ran out of tokens (a call still open is dropped, not
+        shown as its raw ``<tool_call>`` markup)."""
         events: list[Event] = []
         if self._parser is not None:
             rest, calls = self._parser.finish()
+            if truncated and not calls:
+                rest = rest.partition(OPEN)[0]
             events = self._add_text(rest) + self._add_calls(calls)
         return events + self._close_text()
 

@@ -7,7 +7,8 @@ response reads the same either way. Order, as OpenAI's SDK checks it:
 ``content_part.done``, ``output_item.done``; per function call ``output_item.added``,
 ``function_call_arguments.delta``, ``function_call_arguments.done``, ``output_item.done``;
 then ``response.completed``, ``response.incomplete`` (max_output_tokens reached) or
-``response.failed``.
+``response.failed``. A function call that max_output_tokens cut off before its closing tag
+is left out (its raw ``<tool_call>`` markup is no text for the client).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 
 from backend.engine.request_types import FinishEvent
 from backend.server.responses.response_object import new_item_id, usage
-from backend.server.tool_calls import ToolCall, ToolCallStream
+from backend.server.tool_calls import OPEN, ToolCall, ToolCallStream
 
 Event = dict[str, Any]
 
@@ -48,10 +49,12 @@ class ResponseEventWriter:
 
     def finished(self, finish: FinishEvent) -> list[Event]:
         events: list[Event] = []
+        incomplete = finish.finish_reason == "length"
         if self._parser is not None:
             rest, calls = self._parser.finish()
+            if incomplete and not calls:
+                rest = rest.partition(OPEN)[0]
             events += self._content(rest) + self._calls(calls)
-        incomplete = finish.finish_reason == "length"
         if self._message is None and not self.response["output"]:
             events += self._open_message()  # an empty answer is an empty message
             if self._pending:

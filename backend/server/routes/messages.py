@@ -81,7 +81,7 @@ async def messages(body: MessagesRequest, request: Request) -> Any:
             if witness is not None:
                 witness.add(event.logprobs)
         elif isinstance(event, FinishEvent):
-            blocks.finish()
+            blocks.finish(truncated=event.finish_reason == "length")
             return answer.message(blocks, event, witness)
         elif isinstance(event, ErrorEvent):
             streams.cancel()
@@ -161,7 +161,7 @@ async def _stream(
             if witness is not None:
                 witness.add(event.logprobs)
         elif isinstance(event, FinishEvent):
-            for block_event in blocks.finish():
+            for block_event in blocks.finish(truncated=event.finish_reason == "length"):
                 yield _sse(block_event)
             delta = answer.stop(blocks, event, witness)
             yield _sse({"type": "message_delta", "delta": delta, "usage": answer.usage(event)})
