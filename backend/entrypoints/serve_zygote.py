@@ -38,6 +38,7 @@ import sys
 from typing import Any
 
 PR_SET_PDEATHSIG = 1
+PR_SET_NAME = 15
 
 
 # what ``quantdesk serve -m MODEL`` imports before it loads the model: the runner brings
@@ -90,7 +91,10 @@ def _become_server(request: dict[str, Any]) -> None:
         signal.signal(signal.SIGINT, signal.default_int_handler)
         os.setsid()
         if sys.platform.startswith("linux"):
-            ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+            libc = ctypes.CDLL(None)
+            libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+            # its argv stays the zygote's; its name (top, ps -o comm) says what it is
+            libc.prctl(PR_SET_NAME, ctypes.c_char_p(b"quantdesk-serve"), 0, 0, 0)
         log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)

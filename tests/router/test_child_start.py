@@ -46,6 +46,7 @@ def test_servers_fork_from_one_zygote_and_their_exits_are_reported(
             (zygote,) = parents
             assert zygote != os.getpid()
             assert "backend.entrypoints.serve_zygote" in psutil.Process(zygote).cmdline()
+            assert psutil.Process(alpha.child.pid).name() == "quantdesk-serve"
             assert await _complete(alpha.child, "alpha") == 200
             assert await _complete(beta.child, "beta") == 200
             child = alpha.child
