@@ -200,3 +200,40 @@ def test_a_call_cut_off_by_max_output_tokens_is_no_text(live_server: LiveServer)
     last = events[-1]
     assert last.type == "response.incomplete"
     assert "<tool_call>" not in last.response.output_text
+
+
+def _exactly(text: str) -> str:
+    """A grammar that lets the model write ``text`` and nothing else."""
+    escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    return f'root ::= "{escaped}"'
+
+
+def _call(city: str) -> str:
+    arguments = {"city": city, "unit": "celsius"}
+    return (
+        f"<tool_call>\n{json.dumps({'name': 'get_weather', 'arguments': arguments})}\n</tool_call>"
+    )
+
+
+def test_parallel_tool_calls_false_keeps_the_first_call(live_server: LiveServer) -> None:
+    """Two calls in one answer (the grammar makes the model write them) are two
+    function_call items; with parallel_tool_calls false (as Codex sends it) only the first."""
+    client = live_server.client()
+    kwargs: dict[str, Any] = {
+        "model": MODEL,
+        "input": "What's the weather in Paris and in Rome?",
+        "tools": [WEATHER],
+        "max_output_tokens": 120,
+        "extra_body": {"grammar": _exactly(_call("Paris") + "\n" + _call("Rome"))},
+    }
+    both = client.responses.create(**kwargs)
+    assert [json.loads(item.arguments)["city"] for item in both.output] == ["Paris", "Rome"]  # type: ignore[union-attr]
+    one = client.responses.create(parallel_tool_calls=False, **kwargs)
+    assert one.parallel_tool_calls is False and one.status == "completed"
+    assert [item.type for item in one.output] == ["function_call"]
+    assert json.loads(one.output[0].arguments)["city"] == "Paris"  # type: ignore[union-attr]
+    with client.responses.stream(parallel_tool_calls=False, **kwargs) as stream:
+        events = list(stream)
+        final = stream.get_final_response()
+    added = [e for e in events if e.type == "response.output_item.added"]
+    assert len(added) == 1 and [item.type for item in final.output] == ["function_call"]

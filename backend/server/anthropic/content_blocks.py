@@ -5,8 +5,10 @@ returns the stream events it makes (``content_block_start``, ``content_block_del
 Tool calls are read by chat's parser (:class:`~backend.server.tool_calls.ToolCallStream`):
 text before a call streams as a text block, and each call becomes a ``tool_use`` block
 whose input arrives whole, in one ``input_json_delta``, once the call's closing tag has.
-A call that ``max_tokens`` cut off before its closing tag is no text for the client: it is
-left out, and the answer's ``stop_reason`` says ``max_tokens``.
+With ``disable_parallel_tool_use`` an answer has one ``tool_use`` block at most: calls
+after the first are dropped. A call that ``max_tokens`` cut off before its closing tag is
+no text for the client: it is left out, and the answer's ``stop_reason`` says
+``max_tokens``.
 """
 
 from __future__ import annotations
@@ -35,9 +37,11 @@ def tool_input(arguments: str) -> dict[str, Any]:
 
 
 class ContentBlocks:
-    def __init__(self, tool_names: frozenset[str] | None) -> None:
-        """``tool_names``: the tools the request declares; None: no tools, all text."""
+    def __init__(self, tool_names: frozenset[str] | None, one_call: bool = False) -> None:
+        """``tool_names``: the tools the request declares; None: no tools, all text.
+        ``one_call``: keep the first call only (``disable_parallel_tool_use``)."""
         self._parser = ToolCallStream(tool_names) if tool_names is not None else None
+        self._one_call = one_call
         self.blocks: list[dict[str, Any]] = []
         self._text: dict[str, Any] | None = None  # the open text block
         self._blank = ""  # whitespace that opens no text block of its own
@@ -82,6 +86,8 @@ class ContentBlocks:
     def _add_calls(self, calls: list[ToolCall]) -> list[Event]:
         events: list[Event] = []
         for call in calls:
+            if self._one_call and self.used_tools:
+                break
             events += self._close_text()
             self._blank = ""
             arguments = tool_input(call.arguments)

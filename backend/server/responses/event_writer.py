@@ -7,8 +7,10 @@ response reads the same either way. Order, as OpenAI's SDK checks it:
 ``content_part.done``, ``output_item.done``; per function call ``output_item.added``,
 ``function_call_arguments.delta``, ``function_call_arguments.done``, ``output_item.done``;
 then ``response.completed``, ``response.incomplete`` (max_output_tokens reached) or
-``response.failed``. A function call that max_output_tokens cut off before its closing tag
-is left out (its raw ``<tool_call>`` markup is no text for the client).
+``response.failed``. With ``parallel_tool_calls`` false a response has one function call
+at most: calls after the first are dropped. A function call that max_output_tokens cut off
+before its closing tag is left out (its raw ``<tool_call>`` markup is no text for the
+client).
 """
 
 from __future__ import annotations
@@ -24,11 +26,15 @@ Event = dict[str, Any]
 
 class ResponseEventWriter:
     """Output items and events of one response. ``tool_names``: the functions whose calls
-    are parsed out of the text (None: no tools, all text is the message)."""
+    are parsed out of the text (None: no tools, all text is the message); ``one_call``:
+    keep the first call only (``parallel_tool_calls`` false)."""
 
-    def __init__(self, response: dict[str, Any], tool_names: frozenset[str] | None) -> None:
+    def __init__(
+        self, response: dict[str, Any], tool_names: frozenset[str] | None, one_call: bool = False
+    ) -> None:
         self.response = response
         self._parser = ToolCallStream(tool_names) if tool_names is not None else None
+        self._one_call = one_call
         self._sequence = 0
         self._message: dict[str, Any] | None = None  # the message item being written
         self._message_index = 0
@@ -155,6 +161,10 @@ class ResponseEventWriter:
     def _calls(self, calls: list[ToolCall]) -> list[Event]:
         events: list[Event] = []
         for call in calls:
+            if self._one_call and any(
+                item["type"] == "function_call" for item in self.response["output"]
+            ):
+                break
             events += self._close_message(incomplete=False)  # text before a call is done
             self._pending = ""
             index = len(self.response["output"])

@@ -66,7 +66,8 @@ async def messages(body: MessagesRequest, request: Request) -> Any:
     # a streamed response notices a disconnect itself; a non-streamed one is watched
     streams = ChoiceStreams(engine, None if body.stream else request)
     await streams.start(prep.tokens, prep.max_tokens, prep.samplings, prep.stop)
-    blocks = ContentBlocks(prep.tool_names if prep.with_tools else None)
+    one_call = body.tool_choice is not None and body.tool_choice.disable_parallel_tool_use is True
+    blocks = ContentBlocks(prep.tool_names if prep.with_tools else None, one_call)
     answer = _Answer(f"msg_{uuid.uuid4().hex[:24]}", engine.model_id, len(prep.tokens))
     if body.stream:
         return EventSourceResponse(

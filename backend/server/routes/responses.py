@@ -72,7 +72,11 @@ async def create_response(body: ResponsesRequest, request: Request) -> Any:
     streams = ChoiceStreams(engine, None if body.stream else request)
     await streams.start(prep.tokens, prep.max_tokens, prep.samplings[:1], prep.stop)
     response = base_response(body, new_item_id("resp"), now(), engine.model_id)
-    writer = ResponseEventWriter(response, prep.tool_names if prep.with_tools else None)
+    writer = ResponseEventWriter(
+        response,
+        prep.tool_names if prep.with_tools else None,
+        one_call=body.parallel_tool_calls is False,
+    )
     saved = (store, translation.conversation) if body.stores() else None
     if body.stream:
         return EventSourceResponse(_stream(streams, writer, saved), ping=15, sep="\n")
