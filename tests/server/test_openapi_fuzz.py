@@ -3,7 +3,8 @@
 Every operation gets schemathesis's coverage cases (each field at its boundaries, one at
 a time, valid and invalid) and random valid and invalid requests (positive and negative);
 the server must never answer 5xx, and every 4xx must carry OpenAI's error shape
-``{"error": {"message", "type", "param", "code"}}``. Bounded in time: a few dozen random
+``{"error": {"message", "type", "param", "code"}}`` (under ``/v1/messages``, Anthropic's
+``{"type": "error", "error": {"type", "message"}}``). Bounded in time: a few dozen random
 examples per operation (more for chat and completions, whose nested bodies hid the 500s of
 issue 14), a wall-clock cap on each operation's random cases, no deadline per example, and
 token counts capped in the fuzzed schema (``max_tokens`` and friends made required and at
@@ -40,8 +41,9 @@ FUZZ_BUDGET_S = 20.0
 MODEL = "SmolLM2-135M-Instruct"
 TIMEOUT = 120
 # Token budgets the fuzzer may ask for: required and tiny, so every case is quick.
-TOKEN_FIELDS = ("max_tokens", "max_completion_tokens", "n_predict")
+TOKEN_FIELDS = ("max_tokens", "max_completion_tokens", "n_predict", "max_output_tokens")
 ERROR_KEYS = {"message", "type", "param", "code"}
+ANTHROPIC_PATHS = "/v1/messages"  # and below it: Anthropic's error shape
 # Status classes the fuzzing of an operation must reach: valid bodies answered 2xx, invalid
 # ones 4xx (checked when the operation's cases are done, so also when one test runs alone).
 MUST_REACH = {
@@ -50,6 +52,13 @@ MUST_REACH = {
     "POST /v1/embeddings": {"2xx", "4xx"},
     "POST /infill": {"4xx"},
     "POST /tokenize": {"2xx", "4xx"},
+    "POST /completion": {"2xx", "4xx"},
+    "GET /props": {"2xx"},
+    "GET /slots": {"2xx"},
+    "POST /apply-template": {"2xx", "4xx"},
+    "POST /v1/responses": {"2xx", "4xx"},
+    "POST /v1/messages": {"2xx", "4xx"},
+    "POST /v1/messages/count_tokens": {"2xx", "4xx"},
 }
 FIRST_RANDOM_CASE: dict[str, float] = {}  # operation -> time.monotonic() of its first
 
@@ -77,9 +86,10 @@ def bounded(schema: dict[str, Any]) -> dict[str, Any]:
         if "n" in props:
             props["n"] = {"type": "integer", "minimum": 1, "maximum": 2}
     # valid completions need one non-empty prompt; negative mode still sends the rest
-    completion = schema["components"]["schemas"]["CompletionRequest"]
-    completion["properties"]["prompt"] = {"type": "string", "minLength": 1, "maxLength": 200}
-    completion.setdefault("required", []).append("prompt")
+    for name in ("CompletionRequest", "NativeCompletionRequest"):
+        completion = schema["components"]["schemas"][name]
+        completion["properties"]["prompt"] = {"type": "string", "minLength": 1, "maxLength": 200}
+        completion.setdefault("required", []).append("prompt")
     return schema
 
 
@@ -109,8 +119,13 @@ def check_response(case: schemathesis.Case, response: Any) -> None:
     assert response.status_code < 500, f"{response.status_code} for {request}: {response.text}"
     if 400 <= response.status_code < 500:
         body = response.json()
-        assert isinstance(body, dict) and set(body) == {"error"}, f"{request}: {response.text}"
-        assert set(body["error"]) == ERROR_KEYS, f"{request}: {response.text}"
+        if case.path.startswith(ANTHROPIC_PATHS):
+            assert isinstance(body, dict) and set(body) == {"type", "error"}, request
+            assert body["type"] == "error" and set(body["error"]) == {"type", "message"}, request
+            assert body["error"]["type"].endswith("_error"), f"{request}: {response.text}"
+        else:
+            assert isinstance(body, dict) and set(body) == {"error"}, f"{request}: {response.text}"
+            assert set(body["error"]) == ERROR_KEYS, f"{request}: {response.text}"
         assert isinstance(body["error"]["message"], str) and body["error"]["message"]
 
 
@@ -118,7 +133,20 @@ def test_served_schema_is_the_fuzzed_one(live_server: LiveServer) -> None:
     served = httpx.get(f"{live_server.base_url}/openapi.json", timeout=TIMEOUT).json()
     assert served == app_schema()
     paths = set(served["paths"])
-    for path in ("/v1/embeddings", "/infill", "/tokenize", "/detokenize", "/v1/models/{model_id}"):
+    for path in (
+        "/v1/embeddings",
+        "/infill",
+        "/tokenize",
+        "/detokenize",
+        "/v1/models/{model_id}",
+        "/v1/responses",
+        "/v1/messages",
+        "/v1/messages/count_tokens",
+        "/completion",
+        "/props",
+        "/slots",
+        "/apply-template",
+    ):
         assert path in paths
 
 

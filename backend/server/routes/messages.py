@@ -46,7 +46,7 @@ def _prepare(body: CountTokensRequest, engine: Engine, request: Request) -> Prep
         ) from None
 
 
-@router.post("/v1/messages/count_tokens", include_in_schema=False)
+@router.post("/v1/messages/count_tokens")
 async def count_tokens(body: CountTokensRequest, request: Request) -> dict[str, int]:
     """The prompt tokens that /v1/messages would report for the same body (system, tools
     and chat template included)."""
@@ -55,7 +55,7 @@ async def count_tokens(body: CountTokensRequest, request: Request) -> dict[str, 
     return {"input_tokens": len(prep.tokens)}
 
 
-@router.post("/v1/messages", response_model=None, include_in_schema=False)
+@router.post("/v1/messages", response_model=None)
 async def messages(body: MessagesRequest, request: Request) -> Any:
     engine = engine_for(request, body.model)
     prep = await off_loop(_prepare, body, engine, request)
