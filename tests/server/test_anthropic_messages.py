@@ -9,6 +9,8 @@ from typing import Any
 
 import anthropic
 import httpx
+import jsonschema
+import pydantic
 import pytest
 
 from tests.server.conftest import LiveServer
@@ -336,3 +338,39 @@ def test_claude_code_request_shape(live_server: LiveServer) -> None:
     assert message.type == "message"
     assert message.stop_reason in ("end_turn", "max_tokens", "tool_use")
     assert message.usage.output_tokens > 0
+
+
+PERSON = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "maxLength": 20},
+        "age": {"type": "integer", "minimum": 0, "maximum": 150},
+    },
+    "required": ["name", "age"],
+    "additionalProperties": False,
+}
+
+
+def test_structured_output_follows_the_schema(live_server: LiveServer) -> None:
+    """``output_config.format`` (what ``messages.parse(output_format=...)`` sends) and the
+    beta's top-level ``output_format`` are enforced by chat's grammar: the text parses and
+    validates, plain and streamed."""
+
+    class Person(pydantic.BaseModel):
+        name: str = pydantic.Field(max_length=20)
+        age: int
+
+    kwargs: dict[str, Any] = {"model": MODEL, "max_tokens": 80, "extra_body": GREEDY}
+    ask = [{"role": "user", "content": "Describe a person."}]
+    parsed = client(live_server).messages.parse(messages=ask, output_format=Person, **kwargs)
+    assert parsed.stop_reason == "end_turn"
+    assert isinstance(parsed.parsed_output, Person)
+    fmt = {"type": "json_schema", "schema": PERSON}
+    for extra in ({"output_config": {"format": fmt}}, {"output_format": fmt}):
+        body = {"model": MODEL, "max_tokens": 80, "messages": ask, **GREEDY, **extra}
+        plain = httpx.post(f"{live_server.base_url}/v1/messages", json=body, timeout=TIMEOUT)
+        text = plain.json()["content"][0]["text"]
+        jsonschema.validate(json.loads(text), PERSON)
+        events = raw_events(live_server, {**body, "stream": True})
+        deltas = [e["delta"]["text"] for e in events if e["type"] == "content_block_delta"]
+        assert "".join(deltas) == text

@@ -121,6 +121,20 @@ class ToolChoice(_Block):
         return self
 
 
+class OutputFormat(_Block):
+    """Structured output: ``{"type": "json_schema", "schema": {...}}``."""
+
+    type: Literal["json_schema"]
+    schema_: dict[str, Any] = Field(alias="schema")
+
+
+class OutputConfig(_Block):
+    """``output_config``: ``format`` is enforced by grammar; ``effort`` is accepted and
+    changes nothing here."""
+
+    format: OutputFormat | None = None
+
+
 class CountTokensRequest(_Block):
     """``POST /v1/messages/count_tokens``: a Messages body without ``max_tokens``."""
 
@@ -155,6 +169,14 @@ class MessagesRequest(CountTokensRequest):
     top_k: int | None = Field(None, ge=0)
     stream: bool = False
     metadata: dict[str, Any] | None = None  # accepted and ignored (``user_id``)
+    output_config: OutputConfig | None = None
+    output_format: OutputFormat | None = None  # the structured-outputs beta's place for it
+
+    def json_schema(self) -> dict[str, Any] | None:
+        """The schema every answer must follow (``output_config.format``), or None."""
+        fmt = self.output_config.format if self.output_config else None
+        fmt = fmt or self.output_format
+        return fmt.schema_ if fmt else None
 
     @field_validator("stream", mode="before")
     @classmethod

@@ -179,6 +179,11 @@ def to_chat_request(body: CountTokensRequest, model_id: str) -> ChatCompletionRe
             "stop": body.stop_sequences,
             "stream": body.stream,
         }
+        if (schema := body.json_schema()) is not None:  # grammar-enforced, as chat's is
+            chat["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": "output", "schema": schema},
+            }
     try:
         return ChatCompletionRequest.model_validate(chat)
     except ValidationError as exc:  # e.g. more messages than a chat request may carry
