@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -60,6 +62,26 @@ def child_base_url(proc: subprocess.Popen[str], port_file: Path, timeout: float 
         time.sleep(0.05)
     assert proc.poll() is None and port_file.exists(), f"serve exited with {proc.returncode}"
     return f"http://127.0.0.1:{port_file.read_text().strip()}"
+
+
+@contextmanager
+def served_child(model: Path, folder: Path) -> Iterator[str]:
+    """``quantdesk serve -m model`` as a child process (one thread, a free port); its base
+    URL once healthy. Leaving checks that no test took it down, then stops it."""
+    port_file = folder / "port"
+    log_path = folder / "serve.log"
+    command = [sys.executable, "-m", "backend.entrypoints.main", "serve", "-m", str(model)]
+    command += ["--port", "0", "--port-file", str(port_file), "-t", "1"]
+    with log_path.open("w") as out:
+        proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, text=True)
+    try:
+        base = child_base_url(proc, port_file)
+        wait_healthy(base)
+        yield base
+        assert proc.poll() is None, log_path.read_text()  # no test took it down
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
 
 
 def start_server(api_key: str | None = None, **engine_kw: object) -> LiveServer:

@@ -4,8 +4,6 @@ generation route answers a clear OpenAI-shaped 400 and the server keeps serving.
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,7 +14,7 @@ import openai
 import pytest
 from openai import OpenAI
 
-from tests.server.conftest import child_base_url, wait_healthy
+from tests.server.conftest import served_child
 from tests.tiny_bert import (  # noqa: F401  (the session fixtures tiny_bert_*)
     HIDDEN,
     reference_embedding,
@@ -38,21 +36,8 @@ def bert_server(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[str]:
     """``quantdesk serve -m tiny-bert.gguf`` as a child process; its base URL."""
-    folder = tmp_path_factory.mktemp("bert-serve")
-    port_file = folder / "port"
-    log_path = folder / "serve.log"
-    command = [sys.executable, "-m", "backend.entrypoints.main", "serve", "-m"]
-    command += [str(tiny_bert_gguf), "--port", "0", "--port-file", str(port_file), "-t", "1"]
-    with log_path.open("w") as out:
-        proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, text=True)
-    try:
-        base = child_base_url(proc, port_file)
-        wait_healthy(base)
+    with served_child(tiny_bert_gguf, tmp_path_factory.mktemp("bert-serve")) as base:
         yield base
-        assert proc.poll() is None, log_path.read_text()  # no test took it down
-    finally:
-        proc.terminate()
-        proc.wait(timeout=60)
 
 
 def _client(base: str) -> OpenAI:

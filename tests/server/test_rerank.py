@@ -7,8 +7,6 @@ OpenAI-shaped 400s. A model that is not a reranker (the chat model) gets a 400 t
 from __future__ import annotations
 
 import itertools
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.server.conftest import LiveServer, child_base_url, wait_healthy
+from tests.server.conftest import LiveServer, served_child
 from tests.tiny_bert import (  # noqa: F401  (the session fixtures tiny_reranker_*)
     reference_rerank,
     tiny_reranker_folder,
@@ -47,21 +45,8 @@ def rerank_server(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[str]:
     """``quantdesk serve -m tiny-reranker.gguf`` as a child process; its base URL."""
-    folder = tmp_path_factory.mktemp("rerank-serve")
-    port_file = folder / "port"
-    log_path = folder / "serve.log"
-    command = [sys.executable, "-m", "backend.entrypoints.main", "serve", "-m"]
-    command += [str(tiny_reranker_gguf), "--port", "0", "--port-file", str(port_file), "-t", "1"]
-    with log_path.open("w") as out:
-        proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, text=True)
-    try:
-        base = child_base_url(proc, port_file)
-        wait_healthy(base)
+    with served_child(tiny_reranker_gguf, tmp_path_factory.mktemp("rerank-serve")) as base:
         yield base
-        assert proc.poll() is None, log_path.read_text()  # no test took it down
-    finally:
-        proc.terminate()
-        proc.wait(timeout=60)
 
 
 def _rerank(base: str, body: dict[str, Any], path: str = "/v1/rerank") -> httpx.Response:
