@@ -224,6 +224,7 @@ class ToolCallStream:
         self._in_call = False
         self._bare = False
         self._started = False
+        self._after_call = False  # the whitespace after a call's closing tag is dropped
         self.calls: list[ToolCall] = []
 
     def feed(self, text: str) -> tuple[str, list[ToolCall]]:
@@ -260,7 +261,12 @@ class ToolCallStream:
             self._buf = self._buf[start + len(OPEN) :]
             self._in_call = True
         self.calls += new_calls
-        return (content if not self.calls else content.strip()), new_calls
+        if new_calls:
+            self._after_call = True
+        if self._after_call:  # the newlines between calls, not the spaces between words
+            content = content.lstrip()
+            self._after_call = not content
+        return content, new_calls
 
     def finish(self) -> tuple[str, list[ToolCall]]:
         if self._bare:

@@ -46,6 +46,17 @@ def test_a_tagged_call_of_an_undeclared_function_stays_text() -> None:
     assert [c.name for c in good.calls] == ["search"]
 
 
+def test_text_after_a_streamed_call_keeps_its_spaces() -> None:
+    """Only the newlines after a call's closing tag go; words after it stay apart."""
+    stream = ToolCallStream(NAMES)
+    out = ""
+    chunks = ['<tool_call>\n{"name": "search", "arguments": {}}\n</tool_call>', "\n\n", "Done,"]
+    for chunk in [*chunks, " both", " called."]:
+        out += stream.feed(chunk)[0]
+    out += stream.finish()[0]
+    assert [c.name for c in stream.calls] == ["search"] and out == "Done, both called."
+
+
 def test_streamed_bare_json_answer_comes_back_as_content() -> None:
     stream = ToolCallStream(NAMES)
     assert stream.feed('{"name": "Al') == ("", [])
