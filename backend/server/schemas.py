@@ -59,6 +59,19 @@ def lone_surrogate_path(data: Any) -> str | None:
     return None
 
 
+def refuse_lone_surrogates(data: Any) -> Any:
+    """The body of a request model's ``mode="before"`` validator: ``data`` unchanged, or a
+    400-bound validation error that names where a lone surrogate sits."""
+    if (path := lone_surrogate_path(data)) is not None:
+        raise PydanticCustomError(
+            "lone_surrogate",
+            "not valid Unicode: it holds a lone UTF-16 surrogate "
+            "(an unpaired \\ud800-\\udfff escape)",
+            {"param": path},
+        )
+    return data
+
+
 class StreamOptions(_Lenient):
     include_usage: bool = False
 
@@ -131,14 +144,7 @@ class SamplingFields(_Lenient):
     @model_validator(mode="before")
     @classmethod
     def _valid_unicode(cls, data: Any) -> Any:
-        if (path := lone_surrogate_path(data)) is not None:
-            raise PydanticCustomError(
-                "lone_surrogate",
-                "not valid Unicode: it holds a lone UTF-16 surrogate "
-                "(an unpaired \\ud800-\\udfff escape)",
-                {"param": path},
-            )
-        return data
+        return refuse_lone_surrogates(data)
 
     @field_validator("stop")
     @classmethod

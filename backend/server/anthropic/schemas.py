@@ -20,7 +20,7 @@ from backend.server.schemas import (
     MAX_MESSAGES,
     MAX_STOP_LENGTH,
     MAX_STOP_STRINGS,
-    lone_surrogate_path,
+    refuse_lone_surrogates,
 )
 
 
@@ -149,14 +149,7 @@ class CountTokensRequest(_Block):
     @model_validator(mode="before")
     @classmethod
     def _valid_unicode(cls, data: Any) -> Any:
-        if (path := lone_surrogate_path(data)) is not None:
-            raise PydanticCustomError(
-                "lone_surrogate",
-                "not valid Unicode: it holds a lone UTF-16 surrogate "
-                "(an unpaired \\ud800-\\udfff escape)",
-                {"param": path},
-            )
-        return data
+        return refuse_lone_surrogates(data)
 
 
 class MessagesRequest(CountTokensRequest):
