@@ -12,6 +12,10 @@ from app.page_models.server_memory_view import ServerMemory
 
 log = logging.getLogger(__name__)
 
+# the router's pre-imported process that forks model servers (backend.router.server_forker)
+ZYGOTE_MODULE = "backend.entrypoints.serve_zygote"
+MODEL_SERVER_NAME = "quantdesk-serve"
+
 
 def server_memory(pid: int) -> ServerMemory | None:
     """The RSS of ``pid`` and its children, added up (pages two processes share count in
@@ -24,9 +28,19 @@ def server_memory(pid: int) -> ServerMemory | None:
         log.debug("cannot read the server's memory: %s", exc)
         return None
     total = main
+    model_servers = 0
     for child in children:
         try:
-            total += int(child.memory_info().rss)
+            rss = int(child.memory_info().rss)
+            # a forked model server keeps the fork server's argv but renames itself
+            helper = (
+                ZYGOTE_MODULE in " ".join(child.cmdline()) and child.name() != MODEL_SERVER_NAME
+            )
         except psutil.Error:  # exited between the listing and the read
             continue
-    return ServerMemory(total, main, len(children))
+        total += rss
+        if helper:  # the router's fork server: its memory is the router's, it serves no model
+            main += rss
+        else:
+            model_servers += 1
+    return ServerMemory(total, main, model_servers)

@@ -94,6 +94,6 @@ def test_a_fresh_page_shows_serves_defaults(nothing_saved: AppSettings, window: 
         if name not in ("model", "gpu_layers"):  # the picker's model; -ngl narrowed to it
             assert getattr(shown, name) == getattr(served, name), name
     assert (shown.ctx_size, shown.parallel) == (16384, 4)
-    assert page.spec_mode() == "off" and not page.draft_picker.isVisibleTo(page)
+    assert page.spec_mode() == "ngram" and not page.draft_picker.isVisibleTo(page)
     for name in SpeculativeKnobs.model_fields:
         assert getattr(shown, name) == getattr(served, name), name
