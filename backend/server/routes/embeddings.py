@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import base64
 import threading
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from typing import Any, Literal
 
-from fastapi import APIRouter, Depends, FastAPI, Request
+from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
@@ -29,23 +27,10 @@ from backend.server.generation import (
     off_loop,
     on_disconnect,
 )
+from backend.server.pooled_context import closed_at_shutdown, context_for
 from backend.server.routes.tokenize import ensure_utf8
 
-
-@asynccontextmanager
-async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
-    """Free the embedding context on shutdown, before the engine frees the model."""
-    app.state.embedder = None
-    try:
-        yield
-    finally:
-        embedder: Embedder | None = getattr(app.state, "embedder", None)
-        if embedder is not None:
-            await run_in_threadpool(embedder.close)
-            app.state.embedder = None
-
-
-router = APIRouter(dependencies=[Depends(require_api_key)], lifespan=_lifespan)
+router = APIRouter(dependencies=[Depends(require_api_key)], lifespan=closed_at_shutdown("embedder"))
 
 
 class EmbeddingRequest(BaseModel):
@@ -63,13 +48,7 @@ class EmbeddingRequest(BaseModel):
 
 
 def get_embedder(request: Request, engine: Engine) -> Embedder:
-    """The app's embedder for this engine, created (cheaply, without a context) on first use."""
-    state = request.app.state
-    embedder: Embedder | None = getattr(state, "embedder", None)
-    if embedder is None or embedder.runtime is not engine.runtime:
-        embedder = Embedder(engine.runtime)
-        state.embedder = embedder
-    return embedder
+    return context_for(request, engine, "embedder", Embedder)
 
 
 def _token_lists(body: EmbeddingRequest, engine: Engine, max_inputs: int) -> list[list[int]]:

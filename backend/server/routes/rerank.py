@@ -9,10 +9,8 @@ the head's raw logits, as llama-server reports them."""
 from __future__ import annotations
 
 import threading
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 
-from fastapi import APIRouter, Depends, FastAPI, Request
+from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
@@ -28,6 +26,7 @@ from backend.server.generation import (
     off_loop,
     on_disconnect,
 )
+from backend.server.pooled_context import closed_at_shutdown, context_for
 from backend.server.rerank_schemas import (
     RerankDocument,
     RerankRequest,
@@ -38,31 +37,11 @@ from backend.server.rerank_schemas import (
 )
 from backend.server.routes.tokenize import ensure_utf8
 
-
-@asynccontextmanager
-async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
-    """Free the rerank context on shutdown, before the engine frees the model."""
-    app.state.reranker = None
-    try:
-        yield
-    finally:
-        reranker: Reranker | None = getattr(app.state, "reranker", None)
-        if reranker is not None:
-            await run_in_threadpool(reranker.close)
-            app.state.reranker = None
-
-
-router = APIRouter(dependencies=[Depends(require_api_key)], lifespan=_lifespan)
+router = APIRouter(dependencies=[Depends(require_api_key)], lifespan=closed_at_shutdown("reranker"))
 
 
 def get_reranker(request: Request, engine: Engine) -> Reranker:
-    """The app's reranker for this engine, created (cheaply, without a context) on first use."""
-    state = request.app.state
-    reranker: Reranker | None = getattr(state, "reranker", None)
-    if reranker is None or reranker.runtime is not engine.runtime:
-        reranker = Reranker(engine.runtime)
-        state.reranker = reranker
-    return reranker
+    return context_for(request, engine, "reranker", Reranker)
 
 
 def _documents(body: RerankRequest, max_documents: int) -> list[str]:
