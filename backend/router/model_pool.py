@@ -275,6 +275,16 @@ class ModelPool:
             entry.state = "unloaded"
         entry.need = None
 
+    async def settle(self, child: ChildServer, timeout_s: float = 3.0) -> None:
+        """After a connection to ``child`` failed: wait (briefly) until its exit has been
+        seen, so the model is already marked failed, with the reason, when the client
+        hears of it, and the next request loads it again instead of meeting a dead port."""
+        entry = self._entries.get(child.model_id)
+        watch = entry._watch if entry is not None and entry.child is child else None
+        if watch is not None:
+            with contextlib.suppress(TimeoutError, asyncio.CancelledError):
+                await asyncio.wait_for(asyncio.shield(watch), timeout_s)
+
     def _child_exited(self, child: ChildServer) -> None:
         """A child ended on its own (crash, abort, OOM kill): its model is failed, and the
         next request loads it again."""

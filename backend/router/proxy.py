@@ -19,6 +19,7 @@ import httpx
 from fastapi import Request
 from starlette.responses import Response, StreamingResponse
 
+from backend.router.child_server import ChildServer
 from backend.router.errors import ModelCrashedError
 from backend.router.model_pool import ModelPool
 from backend.server.anthropic import errors as anthropic_errors
@@ -43,7 +44,10 @@ def new_upstream_client() -> httpx.AsyncClient:
     )
 
 
-def _crash_error(pool: ModelPool, model_id: str, exc: Exception) -> ModelCrashedError:
+async def _crash_error(
+    pool: ModelPool, child: ChildServer, model_id: str, exc: Exception
+) -> ModelCrashedError:
+    await pool.settle(child)
     entry = pool.entry(model_id)
     why = entry.error if entry.state == "failed" else f"the connection to it failed: {exc}"
     return ModelCrashedError(f"the model '{model_id}' stopped while answering: {why}")
@@ -74,7 +78,7 @@ async def proxy(
         with anyio.CancelScope(shield=True):
             await stack.aclose()
         if isinstance(exc, httpx.TransportError):
-            raise _crash_error(pool, model_id, exc) from None
+            raise await _crash_error(pool, child, model_id, exc) from None
         raise
 
     event_stream = upstream.headers.get("content-type", "").startswith("text/event-stream")
@@ -86,7 +90,7 @@ async def proxy(
         except httpx.TransportError as exc:
             if not event_stream:
                 raise
-            err = _crash_error(pool, model_id, exc)
+            err = await _crash_error(pool, child, model_id, exc)
             log.warning("%s", err)
             yield _stream_error(request.url.path, err)
         finally:

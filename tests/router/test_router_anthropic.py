@@ -95,6 +95,8 @@ def test_a_model_that_dies_mid_stream_ends_it_with_an_anthropic_error_event(
     assert isinstance(body, dict) and body["type"] == "error"
     assert body["error"]["type"] == "api_error"
     assert "the model 'alpha' stopped while answering" in body["error"]["message"]
+    # the router has seen the exit before it told the client: the reason is in the message
+    assert "exited unexpectedly (code -9)" in body["error"]["message"]
     # and on the wire: a named error event, as the Messages API sends it
     assert router.pool.entry("alpha").state == "failed"
     lines: list[str] = []
