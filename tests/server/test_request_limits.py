@@ -12,19 +12,21 @@ import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.server.conftest import LiveServer
+from tests.server.conftest import LiveServer, served_child
 
 MODEL = "SmolLM2-135M-Instruct"
 # The issue's goal: /health answers within this while another request is prepared.
-# The issue's goal is 0.5 s; benchmarks/hostile_rerun.py measures it on a child server
-# (0.07 s). Here the server shares the test process, its GIL and its client threads, so the
-# bound leaves room for that; before the fix these cases stalled /health for 1.1-1.9 s
-# quiet and 5 s and more on a busy machine.
+# The issue's goal is 0.5 s; benchmarks/hostile_rerun.py measures it (0.07 s). The server
+# runs as a child process, so the test process's own pauses (a garbage collection of a
+# full-suite heap held /health for 1.9 s in CI when the server shared it) are not counted
+# as the server's; the bound leaves room for a busy machine. Before the fix these cases
+# stalled /health for 1.1-1.9 s quiet and 5 s and more on a busy machine.
 HEALTH_BOUND_S = 1.0
 MiB = 1024 * 1024
 
@@ -85,14 +87,19 @@ HOSTILE: dict[str, tuple[str, dict[str, Any]]] = {
 }
 
 
+@pytest.fixture(scope="module")
+def child_server(smollm2_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """``quantdesk serve`` in a process of its own: its base URL."""
+    with served_child(smollm2_path, tmp_path_factory.mktemp("hostile-serve")) as base:
+        yield base
+
+
 @pytest.mark.parametrize("case", list(HOSTILE))
-def test_health_stays_live_while_a_big_request_is_prepared(
-    live_server: LiveServer, case: str
-) -> None:
+def test_health_stays_live_while_a_big_request_is_prepared(child_server: str, case: str) -> None:
     path, payload = HOSTILE[case]
     body = json.dumps(payload).encode()
     assert len(body) < 8 * MiB  # under the default body limit: it is really prepared
-    worst, r = _worst_health_during(live_server.base_url, path, body)
+    worst, r = _worst_health_during(child_server, path, body)
     # too long for the context (400) or, for /tokenize, answered (200): never a 5xx
     assert r.status_code in (200, 400), r.text[:300]
     assert worst < HEALTH_BOUND_S, f"/health took {worst:.2f} s during {case}"
