@@ -18,12 +18,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
+import shutil
 import tempfile
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
+
+import psutil
 
 from backend.fit.memory_probe import AvailableMemory, probe_memory
 from backend.router.child_server import ChildServer, new_forker
@@ -43,6 +47,8 @@ log = logging.getLogger(__name__)
 
 ModelState = Literal["unloaded", "loading", "loaded", "failed"]
 _REAPER_PERIOD_S = 1.0
+# the router's own work folder under the system's temp folder: <prefix><pid>-<random>
+WORKDIR_PREFIX = "qd-router-"
 
 
 @dataclass
@@ -92,7 +98,8 @@ class ModelPool:
         self._probe = memory_probe
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         if workdir is None:
-            self._tmp = tempfile.TemporaryDirectory(prefix="qd-router-")
+            remove_stale_workdirs()
+            self._tmp = tempfile.TemporaryDirectory(prefix=f"{WORKDIR_PREFIX}{os.getpid()}-")
             workdir = Path(self._tmp.name)
         self.workdir = workdir
         self._entries: dict[str, PoolEntry] = {}
@@ -364,6 +371,15 @@ class ModelPool:
             await self.forker.close()
         if self._tmp is not None:
             self._tmp.cleanup()
+
+
+def remove_stale_workdirs() -> None:
+    """Remove the work folders (children's logs and port files) of routers that ended
+    without cleaning up, killed outright: a folder is named after its router's pid."""
+    for folder in Path(tempfile.gettempdir()).glob(f"{WORKDIR_PREFIX}*-*"):
+        pid = folder.name[len(WORKDIR_PREFIX) :].partition("-")[0]
+        if pid.isdigit() and not psutil.pid_exists(int(pid)):
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def _load_error(model_id: str, exc: BaseException) -> RouterError:

@@ -5,9 +5,11 @@ model-management routes, labelled stats and metrics."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -21,6 +23,7 @@ import pytest
 from openai import OpenAI
 
 from backend.hub.library import ModelLibrary
+from backend.router.model_pool import WORKDIR_PREFIX, remove_stale_workdirs
 from backend.router.runner import RouterHandle
 from tests.router.conftest import EMBEDDED, model_servers
 from tests.server.conftest import child_base_url, wait_healthy
@@ -313,3 +316,20 @@ def test_load_pins_and_unpins_a_model(start_router: Callable[..., RouterHandle])
     cards = _models(router)
     assert cards["beta"]["status"]["value"] == "loaded"
     assert cards["alpha"]["status"]["value"] == "unloaded"  # evicted for beta
+
+
+def test_a_router_killed_outright_leaves_no_work_folder_for_the_next_one() -> None:
+    """The router's work folder (its models' logs and port files) is named after its pid;
+    a router that starts removes those of routers that no longer run."""
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    stale = Path(tempfile.mkdtemp(prefix=f"{WORKDIR_PREFIX}{dead.pid}-"))
+    (stale / "alpha-1").mkdir()
+    (stale / "alpha-1" / "serve.log").write_text("a log")
+    mine = Path(tempfile.mkdtemp(prefix=f"{WORKDIR_PREFIX}{os.getpid()}-"))
+    try:
+        remove_stale_workdirs()
+        assert not stale.exists()
+        assert mine.is_dir()  # a running router's folder stays
+    finally:
+        shutil.rmtree(mine, ignore_errors=True)
