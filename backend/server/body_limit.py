@@ -10,7 +10,7 @@ from __future__ import annotations
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from backend.server.errors import error_body
+from backend.server.errors import error_body_for_path
 
 
 class RequestTooLargeError(Exception):
@@ -66,7 +66,9 @@ class BodySizeLimit:
             f"the request body is larger than this server's limit of {self.max_bytes} bytes "
             "(--max-body-bytes)"
         )
-        body = error_body(message, "invalid_request_error", None, "request_too_large")
+        body = error_body_for_path(
+            scope["path"], 413, message, "invalid_request_error", "request_too_large"
+        )
         await JSONResponse(body, status_code=413)(scope, receive, send)
 
 

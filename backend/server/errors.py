@@ -48,6 +48,16 @@ def error_body(message: str, type_: str, param: str | None, code: str | None) ->
     return {"error": {"message": message, "type": type_, "param": param, "code": code}}
 
 
+def error_body_for_path(
+    path: str, status: int, message: str, type_: str, code: str | None
+) -> dict[str, object]:
+    """The error body a client of ``path`` reads: Anthropic's under ``/v1/messages``,
+    OpenAI's elsewhere (for the answers made before routing: the body limit, the Host check)."""
+    if anthropic_errors.is_messages_path(path):
+        return anthropic_errors.error_body(status, message)
+    return error_body(message, type_, None, code)
+
+
 def _printable(text: str | None) -> str | None:
     """``text`` with any lone surrogate (echoed from a hostile body) written as ``\\udXXX``,
     since UTF-8 cannot encode it and the error response itself would fail."""

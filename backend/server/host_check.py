@@ -18,6 +18,8 @@ from collections.abc import Iterable
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from backend.server.errors import error_body_for_path
+
 LOCAL_NAMES = frozenset({"localhost"})
 
 
@@ -45,7 +47,8 @@ def host_name(value: str) -> str:
 
 
 class HostCheck:
-    """Pure ASGI middleware: 403 in OpenAI's error shape for a ``Host`` not allowed."""
+    """Pure ASGI middleware: 403 for a ``Host`` not allowed, in OpenAI's error shape (in
+    Anthropic's under ``/v1/messages``)."""
 
     def __init__(self, app: ASGIApp, allowed_hosts: Iterable[str] = ()) -> None:
         self.app = app
@@ -70,24 +73,16 @@ class HostCheck:
         if scope["type"] == "websocket":
             await send({"type": "websocket.close", "code": 1008})
             return
-        await _forbidden(send, host or "")
+        await _forbidden(send, host or "", scope["path"])
 
 
-async def _forbidden(send: Send, host: str) -> None:
+async def _forbidden(send: Send, host: str, path: str) -> None:
     message = (
         f"Host '{host}' is not allowed: this server is bound to loopback and answers only "
         "localhost, 127.0.0.1 and [::1]; start it with --allowed-host NAME to accept another name"
     )
-    body = json.dumps(
-        {
-            "error": {
-                "message": message,
-                "type": "permission_error",
-                "param": None,
-                "code": "host_not_allowed",
-            }
-        }
-    ).encode()
+    shaped = error_body_for_path(path, 403, message, "permission_error", "host_not_allowed")
+    body = json.dumps(shaped).encode()
     await send(
         {
             "type": "http.response.start",

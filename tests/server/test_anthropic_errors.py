@@ -157,3 +157,38 @@ def test_anthropic_headers_and_query_are_accepted(keyed_server: LiveServer) -> N
     assert r.json()["type"] == "message"
     r = post(keyed_server, {"messages": HI}, "/v1/messages/count_tokens?beta=true", headers=headers)
     assert r.status_code == 200 and r.json()["input_tokens"] > 0
+
+
+def test_edge_errors_are_anthropic_shaped(live_server: LiveServer) -> None:
+    """The answers made before any route, the body limit's 413 and the Host check's 403,
+    are Anthropic's shape under /v1/messages (the SDK raises its own exceptions for them)
+    and stay OpenAI's elsewhere."""
+    big = {"max_tokens": 2, "messages": [{"role": "user", "content": "x" * (9 * 1024 * 1024)}]}
+    for path in ("/v1/messages", "/v1/messages/count_tokens?beta=true"):
+        message = anthropic_error(post(live_server, big, path), 413, "request_too_large")
+        assert "--max-body-bytes" in message
+        evil = {"Host": "evil.test"}
+        r = post(live_server, {"max_tokens": 2, "messages": HI}, path, headers=evil)
+        assert "--allowed-host" in anthropic_error(r, 403, "permission_error")
+    r = post(live_server, {"prompt": "x" * (9 * 1024 * 1024)}, "/v1/completions")
+    assert r.status_code == 413 and r.json()["error"]["code"] == "request_too_large"
+    r = post(live_server, {"prompt": "Hi"}, "/v1/completions", headers={"Host": "evil.test"})
+    assert r.status_code == 403 and r.json()["error"]["code"] == "host_not_allowed"
+    sdk = anthropic.Anthropic(
+        base_url=live_server.base_url,
+        api_key="x",
+        max_retries=0,
+        default_headers={"Host": "evil.test"},
+    )
+    with pytest.raises(anthropic.PermissionDeniedError) as info:
+        sdk.messages.create(model=MODEL, max_tokens=2, messages=HI)  # type: ignore[arg-type]
+    assert info.value.body is not None and "--allowed-host" in str(info.value.body)
+    with pytest.raises(anthropic.APIStatusError) as too_large:
+        client(live_server).messages.create(
+            model=MODEL,
+            max_tokens=2,
+            messages=big["messages"],  # type: ignore[arg-type]
+        )
+    assert too_large.value.status_code == 413
+    assert isinstance(too_large.value.body, dict)
+    assert too_large.value.body["error"]["type"] == "request_too_large"
