@@ -233,6 +233,13 @@ def main(argv: list[str] | None = None) -> int:
         "--reuse", type=Path, help="tokens and costs of an earlier run (its --keep file)"
     )
     parser.add_argument("--keep", type=Path, help="write tokens and costs here (JSON)")
+    parser.add_argument(
+        "--row-cost",
+        type=float,
+        help="instead of the measured costs, T(r) = T(1) * (1 + ROW_COST * (r - 1)): what a "
+        "device where verifying a row is nearly free (a GPU, memory-bound) would give",
+    )
+    parser.add_argument("--name", default="spec-oracle", help="the result file's name")
     args = parser.parse_args(argv)
 
     from backend.engine.speculative.draft_policy import consistent
@@ -247,6 +254,9 @@ def main(argv: list[str] | None = None) -> int:
         consistent(cost)  # more rows never cheaper: one noisy timing must not help the oracle
     if args.keep:
         args.keep.write_text(json.dumps({"pairs": pairs, "cost": cost}))
+    if args.row_cost is not None:
+        one = cost[1]
+        cost = {r: one * (1 + args.row_cost * (r - 1)) for r in cost}
     rows = []
     totals = dict.fromkeys(("plain", "oracle", "cost", "full", "hindsight"), 0.0)
     for n, (prompt, output) in enumerate(pairs):
@@ -278,7 +288,8 @@ def main(argv: list[str] | None = None) -> int:
         )
     summary = {
         "what": "upper bound on one-stream tokens/s gain of any copy-from-context drafter, edit",
-        "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
+        # paths by their file name only: no folder of this machine in a committed result
+        "settings": {k: (v.name if isinstance(v, Path) else v) for k, v in vars(args).items()},
         "decode_ms_by_rows": {r: round(1000 * s, 3) for r, s in cost.items()},
         "requests": rows,
         "bound_median": statistics.median(r["bound"] for r in rows),
@@ -289,7 +300,7 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     out = args.out.resolve()
     summary["settings"]["out"] = str(out.relative_to(ROOT)) if out.is_relative_to(ROOT) else "."
-    (args.out / "spec-oracle.json").write_text(json.dumps(summary, indent=2) + "\n")
+    (args.out / f"{args.name}.json").write_text(json.dumps(summary, indent=2) + "\n")
     ms = {r: f"{1000 * cost[r]:.2f}" for r in (1, 9, 33)}
     print(f"all tokens: {summary['all_tokens']}; decode ms by rows {ms}")
     return 0
