@@ -14,7 +14,7 @@ from fastapi.responses import JSONResponse
 from backend.router.errors import RouterError
 from backend.router.model_pool import ModelPool
 from backend.router.proxy import new_upstream_client
-from backend.router.routes import models, monitoring, proxied
+from backend.router.routes import model_reads, models, monitoring, proxied
 from backend.server.app_factory import install_edge
 from backend.server.errors import ApiError
 from backend.settings import ServerSettings
@@ -81,6 +81,11 @@ def create_router_app(
         response: JSONResponse = await handler(request, router_api_error(exc))  # type: ignore[misc]
         return response
 
-    for module in (models, monitoring, proxied):  # proxied last: it takes every other POST
+    for module in (
+        models,
+        monitoring,
+        model_reads,
+        proxied,
+    ):  # proxied last: it takes every other POST
         app.include_router(module.router)
     return app

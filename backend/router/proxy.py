@@ -60,18 +60,26 @@ async def proxy(
     model_id: str,
     body: bytes,
     ttl_s: float | None,
+    *,
+    method: str = "POST",
+    drop_query: tuple[str, ...] = (),
 ) -> Response:
     """Acquire ``model_id`` (loading it if needed), send ``body`` to the same path on its
-    child and stream the answer back."""
+    child (with the query, less the ``drop_query`` parameters the router took for itself)
+    and stream the answer back."""
     stack = contextlib.AsyncExitStack()
     child = await stack.enter_async_context(pool.acquire(model_id, ttl_s=ttl_s))
     try:
         headers = {k: v for k, v in request.headers.items() if k in _FORWARD_REQUEST}
-        url = f"{child.base_url}{request.url.path}"
-        if request.url.query:
-            url += f"?{request.url.query}"
+        params = httpx.QueryParams(
+            [(k, v) for k, v in request.query_params.multi_items() if k not in drop_query]
+        )
         upstream_request = client.build_request(
-            "POST", url, content=body, headers={**headers, **child.headers}
+            method,
+            f"{child.base_url}{request.url.path}",
+            params=params,
+            content=body or None,
+            headers={**headers, **child.headers},
         )
         upstream = await _send_unless_client_leaves(request, client, upstream_request)
     except BaseException as exc:
