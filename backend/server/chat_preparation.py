@@ -20,6 +20,8 @@ from backend.engine.engine import Engine
 from backend.engine.request_types import SamplingParams
 from backend.server.errors import ApiError
 from backend.server.generation import max_tokens_for, sampling_params, seeded_samplings
+from backend.server.reasoning import OPEN as THINK_OPEN
+from backend.server.reasoning import ReasoningSplit, opens_thinking, reasoning_split
 from backend.server.schemas import ChatCompletionRequest
 from backend.server.structured_output import response_format_grammar
 from backend.server.tool_calls import (
@@ -28,6 +30,7 @@ from backend.server.tool_calls import (
     tool_call_grammar,
     tool_names,
 )
+from backend.settings.server_settings import ReasoningFormat
 
 
 @dataclasses.dataclass
@@ -37,7 +40,9 @@ class PreparedChat:
     ``tokens``: the rendered prompt; ``max_tokens``: the budget after the context check;
     ``samplings``: one per choice (distinct seeds); ``stop``: stop strings;
     ``with_tools``: the output may hold tool calls (parse it with ``tool_names``);
-    ``with_logprobs``: the client asked for log-probabilities.
+    ``with_logprobs``: the client asked for log-probabilities; ``reasoning_format`` and
+    ``thinking_open`` (the template opened ``<think>``): how the answer's reasoning is read
+    (:meth:`reasoning_split`).
     """
 
     tokens: list[int]
@@ -47,6 +52,12 @@ class PreparedChat:
     with_tools: bool
     with_logprobs: bool
     tool_names: frozenset[str] = frozenset()
+    reasoning_format: ReasoningFormat = "auto"
+    thinking_open: bool = False
+
+    def reasoning_split(self) -> ReasoningSplit | None:
+        """A fresh splitter of one answer's reasoning (None with ``--reasoning-format none``)."""
+        return reasoning_split(self.reasoning_format, self.thinking_open)
 
 
 @dataclasses.dataclass
@@ -115,6 +126,15 @@ def prepare_chat(body: ChatCompletionRequest, engine: Engine, request: Request) 
     tools = inputs.tools
     forced = forced_function(body.tool_choice, tools) if tools else None
     tokens = engine.render_chat(inputs.messages, **inputs.render_kwargs())
+    mode: ReasoningFormat = (
+        body.reasoning_format or request.app.state.server_settings.reasoning_format
+    )
+    # only a template that writes <think> can open it; only then is the text rendered again
+    thinking_open = (
+        mode != "none"
+        and THINK_OPEN in engine.chat_template.source
+        and opens_thinking(engine.chat_template.render(inputs.messages, **inputs.render_kwargs()))
+    )
     asked = body.max_completion_tokens or body.asked_max_tokens()
     max_tokens = max_tokens_for(engine, len(tokens), asked, request)
     sampling = sampling_params(body, engine)
@@ -132,4 +152,6 @@ def prepare_chat(body: ChatCompletionRequest, engine: Engine, request: Request) 
         tools is not None,
         body.logprobs,
         tool_names(tools),
+        mode,
+        thinking_open,
     )

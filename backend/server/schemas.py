@@ -8,6 +8,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
+from backend.settings.server_settings import ReasoningFormat
+
 # Fields with a default that some clients send as an explicit ``null`` (OpenAI accepts it).
 _NULL_MEANS_DEFAULT = frozenset({"stream", "n", "ignore_eos", "include_usage", "logprobs", "echo"})
 
@@ -189,6 +191,8 @@ class ChatCompletionRequest(SamplingFields):
     # add_generation_prompt asks for a new turn; both true is a contradiction
     continue_final_message: bool | None = None
     add_generation_prompt: bool | None = None
+    # llama-server's per-request --reasoning-format (None: the server's)
+    reasoning_format: ReasoningFormat | None = None
 
     @model_validator(mode="after")
     def _one_way_to_end(self) -> ChatCompletionRequest:

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+# llama-server's --reasoning-format values that QuantDesk implements
+ReasoningFormat = Literal["auto", "deepseek", "none"]
 
 
 class ListenSettings(BaseModel):
@@ -93,6 +98,14 @@ class ServerSettings(BaseSettings, ListenSettings):
         "previous_response_id, in MiB: in this process only, the oldest dropped first "
         "(0 keeps none)",
         json_schema_extra={"flags": ["--responses-store-mib"]},
+    )
+    reasoning_format: ReasoningFormat = Field(
+        default="auto",
+        description="Thinking between <think> and </think> at the start of an answer (or "
+        "after a chat template that opens <think>): 'auto' and 'deepseek' return it apart, as "
+        "reasoning_content in chat, thinking blocks in /v1/messages and reasoning items in "
+        "/v1/responses; 'none' leaves it in the answer's text",
+        json_schema_extra={"flags": ["--reasoning-format"]},
     )
     port_file: str | None = Field(
         default=None,

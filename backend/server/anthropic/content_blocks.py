@@ -8,7 +8,9 @@ whose input arrives whole, in one ``input_json_delta``, once the call's closing 
 With ``disable_parallel_tool_use`` an answer has one ``tool_use`` block at most: calls
 after the first are dropped. A call that ``max_tokens`` cut off before its closing tag is
 no text for the client: it is left out, and the answer's ``stop_reason`` says
-``max_tokens``.
+``max_tokens``. A reasoning model's thinking (``backend/server/reasoning.py``) comes first,
+as a ``thinking`` block streamed in ``thinking_delta``s and closed by a ``signature_delta``
+(its ``signature`` is empty: nothing here signs it).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from backend.server.reasoning import ReasoningSplit
 from backend.server.tool_calls import OPEN, ToolCall, ToolCallStream
 
 Event = dict[str, Any]
@@ -37,12 +40,20 @@ def tool_input(arguments: str) -> dict[str, Any]:
 
 
 class ContentBlocks:
-    def __init__(self, tool_names: frozenset[str] | None, one_call: bool = False) -> None:
+    def __init__(
+        self,
+        tool_names: frozenset[str] | None,
+        one_call: bool = False,
+        reasoning: ReasoningSplit | None = None,
+    ) -> None:
         """``tool_names``: the tools the request declares; None: no tools, all text.
-        ``one_call``: keep the first call only (``disable_parallel_tool_use``)."""
+        ``one_call``: keep the first call only (``disable_parallel_tool_use``).
+        ``reasoning``: splits the thinking from the answer (None: all of it is answer)."""
         self._parser = ToolCallStream(tool_names) if tool_names is not None else None
         self._one_call = one_call
+        self._reasoning = reasoning
         self.blocks: list[dict[str, Any]] = []
+        self._thinking: dict[str, Any] | None = None  # the open thinking block
         self._text: dict[str, Any] | None = None  # the open text block
         self._blank = ""  # whitespace that opens no text block of its own
 
@@ -51,22 +62,53 @@ class ContentBlocks:
         return any(block["type"] == "tool_use" for block in self.blocks)
 
     def feed(self, text: str) -> list[Event]:
+        events: list[Event] = []
+        if self._reasoning is not None:
+            thinking, text = self._reasoning.feed(text)
+            events = self._add_thinking(thinking)
+        return events + self._add_answer(text)
+
+    def _add_answer(self, text: str) -> list[Event]:
+        if not text:
+            return []
+        events = self._close_thinking()
         if self._parser is None:
-            return self._add_text(text)
+            return events + self._add_text(text)
         content, calls = self._parser.feed(text)
-        return self._add_text(content) + self._add_calls(calls)
+        return events + self._add_text(content) + self._add_calls(calls)
 
     def finish(self, truncated: bool = False) -> list[Event]:
         """The text held back and the open block closed: the content is complete.
         ``truncated``: the answer ran out of tokens (a call still open is dropped, not
         shown as its raw ``<tool_call>`` markup)."""
         events: list[Event] = []
+        if self._reasoning is not None:
+            thinking, text = self._reasoning.finish()
+            events = self._add_thinking(thinking) + self._add_answer(text)
+        events += self._close_thinking()
         if self._parser is not None:
             rest, calls = self._parser.finish()
             if truncated and not calls:
                 rest = rest.partition(OPEN)[0]
-            events = self._add_text(rest) + self._add_calls(calls)
+            events += self._add_text(rest) + self._add_calls(calls)
         return events + self._close_text()
+
+    def _add_thinking(self, text: str) -> list[Event]:
+        if not text:
+            return []
+        events: list[Event] = []
+        if self._thinking is None:
+            self._thinking = {"type": "thinking", "thinking": "", "signature": ""}
+            events.append(self._start(dict(self._thinking), self._thinking))
+        self._thinking["thinking"] += text
+        events.append(self._delta({"type": "thinking_delta", "thinking": text}))
+        return events
+
+    def _close_thinking(self) -> list[Event]:
+        if self._thinking is None:
+            return []
+        self._thinking = None
+        return [self._delta({"type": "signature_delta", "signature": ""}), self._stop()]
 
     def _add_text(self, text: str) -> list[Event]:
         if not text:

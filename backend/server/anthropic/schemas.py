@@ -143,7 +143,8 @@ class CountTokensRequest(_Block):
     system: SystemContent | None = None
     tools: list[Tool] | None = None
     tool_choice: ToolChoice | None = None
-    # accepted; the chat path has no reasoning of its own to separate (see the README)
+    # accepted: a reasoning model's thinking comes back as thinking blocks whatever it says
+    # (--reasoning-format decides, as for the other dialects)
     thinking: dict[str, Any] | None = None
 
     @model_validator(mode="before")
@@ -164,6 +165,7 @@ class MessagesRequest(CountTokensRequest):
     metadata: dict[str, Any] | None = None  # accepted and ignored (``user_id``)
     output_config: OutputConfig | None = None
     output_format: OutputFormat | None = None  # the structured-outputs beta's place for it
+    grammar: str | None = None  # llama-server's GBNF extension, as chat takes it
 
     def json_schema(self) -> dict[str, Any] | None:
         """The schema every answer must follow (``output_config.format``), or None."""

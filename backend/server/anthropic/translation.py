@@ -178,6 +178,7 @@ def to_chat_request(body: CountTokensRequest, model_id: str) -> ChatCompletionRe
             "top_k": body.top_k,
             "stop": body.stop_sequences,
             "stream": body.stream,
+            "grammar": body.grammar,
         }
         if (schema := body.json_schema()) is not None:  # grammar-enforced, as chat's is
             chat["response_format"] = {

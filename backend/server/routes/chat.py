@@ -31,6 +31,7 @@ from backend.server.generation import (
     sse,
     sse_error,
 )
+from backend.server.reasoning import split_whole
 from backend.server.schemas import ChatCompletionRequest
 from backend.server.tool_calls import ToolCallStream
 
@@ -84,8 +85,10 @@ async def _complete(
             raise engine_error(event)
     choices = []
     for i in range(n):
-        text = "".join(texts[i])
+        reasoning, text = split_whole(prep.reasoning_split(), "".join(texts[i]))
         message: dict[str, Any] = {"role": "assistant", "content": text}
+        if reasoning:
+            message["reasoning_content"] = reasoning
         reason = finish_reason(finishes[i])
         if prep.with_tools:
             parser = ToolCallStream(prep.tool_names)
@@ -150,6 +153,7 @@ async def _stream(
         }
 
     parsers = [ToolCallStream(prep.tool_names) if prep.with_tools else None for _ in range(n)]
+    splits = [prep.reasoning_split() for _ in range(n)]
     n_calls = [0] * n
     finishes: dict[int, FinishEvent] = {}
 
@@ -165,12 +169,17 @@ async def _stream(
     async for index, event in streams:
         if isinstance(event, TokenEvent):
             lps = [logprob_entry(lp) for lp in event.logprobs] if prep.with_logprobs else None
+            split = splits[index]
+            reasoning, text = split.feed(event.text) if split is not None else ("", event.text)
+            if reasoning:
+                yield sse(chunk(index, {"reasoning_content": reasoning}, logprobs=lps))
+                lps = None
             parser = parsers[index]
             if parser is None:
-                if event.text or lps:
-                    yield sse(chunk(index, {"content": event.text}, logprobs=lps))
+                if text or lps:
+                    yield sse(chunk(index, {"content": text}, logprobs=lps))
                 continue
-            content, calls = parser.feed(event.text)
+            content, calls = parser.feed(text)
             if content or lps:
                 yield sse(chunk(index, {"content": content}, logprobs=lps))
             if calls:
@@ -178,13 +187,20 @@ async def _stream(
         elif isinstance(event, FinishEvent):
             finishes[index] = event
             reason = finish_reason(event)
+            split = splits[index]
+            reasoning, text = split.finish() if split is not None else ("", "")
+            if reasoning:
+                yield sse(chunk(index, {"reasoning_content": reasoning}))
             parser = parsers[index]
+            if parser is None and text:
+                yield sse(chunk(index, {"content": text}))
             if parser is not None:
-                rest, calls = parser.finish()
-                if rest:
-                    yield sse(chunk(index, {"content": rest}))
-                if calls:
-                    yield sse(tool_delta(index, calls))
+                content, calls = parser.feed(text)
+                rest, more = parser.finish()
+                if content + rest:
+                    yield sse(chunk(index, {"content": content + rest}))
+                if calls + more:
+                    yield sse(tool_delta(index, calls + more))
                 if parser.calls:
                     reason = "tool_calls"
             last = chunk(index, {}, reason)

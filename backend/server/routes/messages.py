@@ -67,7 +67,9 @@ async def messages(body: MessagesRequest, request: Request) -> Any:
     streams = ChoiceStreams(engine, None if body.stream else request)
     await streams.start(prep.tokens, prep.max_tokens, prep.samplings, prep.stop)
     one_call = body.tool_choice is not None and body.tool_choice.disable_parallel_tool_use is True
-    blocks = ContentBlocks(prep.tool_names if prep.with_tools else None, one_call)
+    blocks = ContentBlocks(
+        prep.tool_names if prep.with_tools else None, one_call, prep.reasoning_split()
+    )
     answer = _Answer(f"msg_{uuid.uuid4().hex[:24]}", engine.model_id, len(prep.tokens))
     if body.stream:
         return EventSourceResponse(

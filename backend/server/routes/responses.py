@@ -76,6 +76,7 @@ async def create_response(body: ResponsesRequest, request: Request) -> Any:
         response,
         prep.tool_names if prep.with_tools else None,
         one_call=body.parallel_tool_calls is False,
+        reasoning=prep.reasoning_split(),
     )
     saved = (store, translation.conversation) if body.stores() else None
     if body.stream:
