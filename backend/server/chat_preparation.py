@@ -24,6 +24,7 @@ from backend.server.reasoning import OPEN as THINK_OPEN
 from backend.server.reasoning import ReasoningSplit, opens_thinking, reasoning_split
 from backend.server.schemas import ChatCompletionRequest
 from backend.server.structured_output import response_format_grammar
+from backend.server.tool_calls import CLOSE as TOOL_CLOSE
 from backend.server.tool_calls import (
     forced_function,
     render_messages_for_tools,
@@ -54,6 +55,13 @@ class PreparedChat:
     tool_names: frozenset[str] = frozenset()
     reasoning_format: ReasoningFormat = "auto"
     thinking_open: bool = False
+    one_call: bool = False  # parallel_tool_calls false: one tool call at most
+
+    def engine_stop(self) -> list[str]:
+        """The engine's stop strings: the client's, and with ``one_call`` a call's closing
+        tag, so that generation ends after the first call (the parser reads a call whose
+        closing tag was cut off; the tag itself is no text)."""
+        return [*self.stop, TOOL_CLOSE] if self.one_call and self.with_tools else self.stop
 
     def reasoning_split(self) -> ReasoningSplit | None:
         """A fresh splitter of one answer's reasoning (None with ``--reasoning-format none``)."""
@@ -154,4 +162,5 @@ def prepare_chat(body: ChatCompletionRequest, engine: Engine, request: Request) 
         tool_names(tools),
         mode,
         thinking_open,
+        body.parallel_tool_calls is False,
     )

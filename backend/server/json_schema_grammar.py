@@ -10,6 +10,9 @@ The conversion is llama-cpp-python's ``SchemaConverter`` (a port of llama.cpp's
   ``maxItems: 1000000`` overflowed the native stack and killed the server.
 - **Integers keep their bounds.** ``minimum``/``maximum`` (and the exclusive ones) on an
   integer become a digit-by-digit range (the converter ignored them).
+- **Backslashes in literals are escaped.** The port escapes ``"`` and newlines in a
+  ``const``/``enum`` literal but not ``\\``, so ``{"const": "a\\"b"}`` (a tool named
+  ``a"b``) became a different grammar (llama.cpp's own converter escapes it).
 - **Strings are valid JSON strings.** The converter's ``char`` rule allows any character
   but ``"`` and ``\\``, so raw control characters (U+0000-U+001F) could appear inside
   strings and ``json.loads(strict=True)`` (the SDKs' ``parse``) rejected the answer. Here
@@ -54,7 +57,14 @@ STRICT_CHAR = (
 _STRICT_DOT = r'[^"\\\x7F\x00-\x1F]'
 
 
+_LITERAL_ESCAPES = {"\r": "\\r", "\n": "\\n", '"': '\\"', "\\": "\\\\"}
+_LITERAL_ESCAPE = re.compile(r'[\r\n"\\]')
+
+
 class _StrictConverter(SchemaConverter):  # type: ignore[misc]
+    def _format_literal(self, literal: str) -> str:
+        return '"' + _LITERAL_ESCAPE.sub(lambda m: _LITERAL_ESCAPES[m.group(0)], literal) + '"'
+
     def _add_primitive(self, name: str, rule: BuiltinRule) -> str:
         if name == "char":
             rule = BuiltinRule(STRICT_CHAR, [])

@@ -7,6 +7,7 @@ Calls are read in the common JSON-in-tags form ``<tool_call>{"name", "arguments"
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -70,8 +71,11 @@ def forced_function(
 def tool_call_grammar(funcs: list[dict[str, Any]]) -> str:
     """``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` for one of ``funcs``."""
     variants = []
-    for fn in funcs:
+    defs: dict[str, Any] = {}
+    for i, fn in enumerate(funcs):
         params = fn.get("parameters") or {"type": "object"}
+        if isinstance(params, dict):
+            params = _hoisted_refs(params, f"tool{i}", defs)
         variants.append(
             {
                 "type": "object",
@@ -81,8 +85,51 @@ def tool_call_grammar(funcs: list[dict[str, Any]]) -> str:
             }
         )
     schema = variants[0] if len(variants) == 1 else {"oneOf": variants}
+    if defs:
+        schema = {**schema, "$defs": defs}
     body = rename_root(schema_grammar(schema, param="tools"), "tool-call-body")
     return f'root ::= "{OPEN}\\n" tool-call-body "\\n{CLOSE}"\n{body}'
+
+
+_DEFS_KEYS = ("$defs", "definitions")
+
+
+def _hoisted_refs(params: dict[str, Any], prefix: str, defs: dict[str, Any]) -> dict[str, Any]:
+    """``params`` with its local ``$ref``s pointing into ``defs``, which the grammar's schema
+    carries at its root: a ref is resolved from the root of the schema it is in, and here
+    the parameters sit inside the call's object. ``#/$defs/X`` (or ``#/definitions/X``)
+    becomes ``#/$defs/{prefix}-X``, so two tools' ``Item``s stay apart; any other local
+    pointer (``#`` itself: a recursive schema) points into the parameters, kept whole as
+    ``{prefix}``. Other refs are left for the converter to refuse."""
+    root = f"#/$defs/{prefix}"
+    found_refs = False
+
+    def rewrite(node: Any) -> Any:
+        nonlocal found_refs
+        if isinstance(node, list):
+            return [rewrite(item) for item in node]
+        if not isinstance(node, dict):
+            return node
+        out = {k: rewrite(v) for k, v in node.items()}
+        ref = node.get("$ref")
+        if isinstance(ref, str) and (ref == "#" or ref.startswith("#/")):
+            found_refs = True
+            head, _, rest = ref[2:].partition("/")
+            if head in _DEFS_KEYS and rest and "/" not in rest:
+                out["$ref"] = f"{root}-{rest}"
+            else:
+                out["$ref"] = root + ref[1:]
+        return out
+
+    rewritten = rewrite(params)
+    if not found_refs:
+        return params
+    for key in _DEFS_KEYS:
+        found = rewritten.pop(key, None)
+        if isinstance(found, dict):
+            defs.update({f"{prefix}-{name}": sub for name, sub in found.items()})
+    defs[prefix] = rewritten
+    return rewritten
 
 
 def tools_system_text(tools: list[dict[str, Any]]) -> str:
@@ -214,8 +261,10 @@ class ToolCallStream:
     """Split streamed text into content and tool calls as it arrives.
 
     Text before ``<tool_call>`` streams as content; a tagged call is emitted whole
-    once its closing tag arrives. Output that starts like bare JSON is held until the
-    end, then parsed.
+    once its closing tag arrives. Output that starts like bare JSON is held while it can
+    still be a bare call (its first key is a call's, its ``name`` a declared function's),
+    then parsed at the end; JSON that cannot be a call streams as content as soon as
+    that shows (``{"answer": ...`` after its first key).
     """
 
     def __init__(self, names: frozenset[str] | None = None) -> None:
@@ -236,7 +285,9 @@ class ToolCallStream:
             self._started = True
             self._bare = head[0] in "{["
         if self._bare:
-            return "", []
+            if _could_be_bare_call(self._buf, self._names):
+                return "", []
+            self._bare = False  # an answer in JSON: it streams from here
         content, new_calls = "", []
         while True:
             if self._in_call:
@@ -279,6 +330,43 @@ class ToolCallStream:
             return ("" if calls else OPEN + self._buf), calls
         rest, self._buf = self._buf, ""
         return rest, []
+
+
+_JSON_STRING = r'"(?:[^"\\]|\\.)*"'
+_OBJECT_OPEN = re.compile(r"\s*(?:\[\s*)?\{\s*")
+
+
+def _could_be_bare_call(text: str, names: frozenset[str] | None) -> bool:
+    """Whether ``text``, the start of an answer, may still turn out a bare JSON call: an
+    object (or a list of them) whose first key is a call's, and whose ``name``, when it
+    comes first, is a declared function's."""
+    opening = _OBJECT_OPEN.match(text)
+    if opening is None:
+        return re.fullmatch(r"\s*(?:\[\s*)?", text) is not None  # '[' so far
+    rest = text[opening.end() :]
+    if not rest:
+        return True
+    if rest[0] != '"':
+        return False  # '{}', or not JSON
+    key_match = re.match(_JSON_STRING, rest)
+    if key_match is None:  # the first key is still being written
+        return any(k.startswith(rest[1:]) for k in _CALL_KEYS)
+    try:
+        key = json.loads(key_match.group())
+    except json.JSONDecodeError:
+        return False
+    if key not in _CALL_KEYS:
+        return False
+    if key != "name" or names is None:
+        return True
+    after = rest[key_match.end() :]
+    value = re.match(rf"\s*:\s*({_JSON_STRING})", after)
+    if value is None:  # the name is still coming, unless it is no string
+        return re.fullmatch(r'\s*(?::\s*(?:"[^"]*)?)?', after) is not None
+    try:
+        return bool(json.loads(value.group(1)) in names)
+    except json.JSONDecodeError:
+        return False
 
 
 def _partial_suffix(text: str, tag: str) -> int:

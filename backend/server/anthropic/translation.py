@@ -162,6 +162,10 @@ def chat_tool_choice(choice: ToolChoice | None) -> str | dict[str, Any] | None:
     return choice.type
 
 
+def _one_call(choice: ToolChoice | None) -> bool:
+    return choice is not None and choice.disable_parallel_tool_use is True
+
+
 def to_chat_request(body: CountTokensRequest, model_id: str) -> ChatCompletionRequest:
     """The chat request that ``body`` asks for; ``model_id`` names the model in errors."""
     chat: dict[str, Any] = {
@@ -169,6 +173,7 @@ def to_chat_request(body: CountTokensRequest, model_id: str) -> ChatCompletionRe
         "messages": chat_messages(body, model_id),
         "tools": chat_tools(body),
         "tool_choice": chat_tool_choice(body.tool_choice),
+        "parallel_tool_calls": False if _one_call(body.tool_choice) else None,
     }
     if isinstance(body, MessagesRequest):
         chat |= {

@@ -33,7 +33,7 @@ from backend.server.generation import (
 )
 from backend.server.reasoning import split_whole
 from backend.server.schemas import ChatCompletionRequest
-from backend.server.tool_calls import ToolCallStream
+from backend.server.tool_calls import OPEN, ToolCall, ToolCallStream
 
 router = APIRouter(dependencies=[Depends(require_api_key)])
 
@@ -58,7 +58,7 @@ async def chat_completions(body: ChatCompletionRequest, request: Request) -> Any
     prep = await off_loop(prepare_chat, body, engine, request)
     # a streamed response notices a disconnect itself; a non-streamed one is watched
     streams = ChoiceStreams(engine, None if body.stream else request)
-    await streams.start(prep.tokens, prep.max_tokens, prep.samplings, prep.stop)
+    await streams.start(prep.tokens, prep.max_tokens, prep.samplings, prep.engine_stop())
     cid = new_id("chatcmpl")
     created = now()
     if body.stream:
@@ -94,10 +94,13 @@ async def _complete(
             parser = ToolCallStream(prep.tool_names)
             content, _ = parser.feed(text)
             rest, _ = parser.finish()
-            if parser.calls:
+            calls = parser.calls[:1] if prep.one_call else parser.calls
+            if calls:
                 message["content"] = (content + rest).strip() or None
-                message["tool_calls"] = [c.to_openai() for c in parser.calls]
+                message["tool_calls"] = [c.to_openai() for c in calls]
                 reason = "tool_calls"
+            elif reason == "length":  # a call cut off: its raw markup is no answer
+                message["content"] = content + rest.partition(OPEN)[0]
         choices.append(
             {
                 "index": i,
@@ -157,12 +160,14 @@ async def _stream(
     n_calls = [0] * n
     finishes: dict[int, FinishEvent] = {}
 
-    def tool_delta(index: int, calls: list) -> dict[str, Any]:
+    def tool_delta(index: int, calls: list[ToolCall]) -> dict[str, Any] | None:
         deltas = []
         for call in calls:
+            if prep.one_call and n_calls[index]:
+                break  # parallel_tool_calls false: the first call only
             deltas.append(call.to_openai(index=n_calls[index]))
             n_calls[index] += 1
-        return chunk(index, {"tool_calls": deltas})
+        return chunk(index, {"tool_calls": deltas}) if deltas else None
 
     for i in range(n):
         yield sse(chunk(i, {"role": "assistant", "content": ""}))
@@ -182,8 +187,8 @@ async def _stream(
             content, calls = parser.feed(text)
             if content or lps:
                 yield sse(chunk(index, {"content": content}, logprobs=lps))
-            if calls:
-                yield sse(tool_delta(index, calls))
+            if calls and (delta := tool_delta(index, calls)):
+                yield sse(delta)
         elif isinstance(event, FinishEvent):
             finishes[index] = event
             reason = finish_reason(event)
@@ -197,10 +202,12 @@ async def _stream(
             if parser is not None:
                 content, calls = parser.feed(text)
                 rest, more = parser.finish()
+                if reason == "length" and not more:  # a call cut off: its markup is no text
+                    rest = rest.partition(OPEN)[0]
                 if content + rest:
                     yield sse(chunk(index, {"content": content + rest}))
-                if calls + more:
-                    yield sse(tool_delta(index, calls + more))
+                if calls + more and (delta := tool_delta(index, calls + more)):
+                    yield sse(delta)
                 if parser.calls:
                     reason = "tool_calls"
             last = chunk(index, {}, reason)

@@ -65,7 +65,7 @@ async def messages(body: MessagesRequest, request: Request) -> Any:
             sampling.logprobs = 0
     # a streamed response notices a disconnect itself; a non-streamed one is watched
     streams = ChoiceStreams(engine, None if body.stream else request)
-    await streams.start(prep.tokens, prep.max_tokens, prep.samplings, prep.stop)
+    await streams.start(prep.tokens, prep.max_tokens, prep.samplings, prep.engine_stop())
     one_call = body.tool_choice is not None and body.tool_choice.disable_parallel_tool_use is True
     blocks = ContentBlocks(
         prep.tool_names if prep.with_tools else None, one_call, prep.reasoning_split()
