@@ -151,6 +151,7 @@ def test_generated_command_line_parses_back_to_the_same_settings(
         max_choices=2,
         max_embedding_inputs=3,
         responses_store_mib=5,
+        reasoning_format="none",
         port_file="/tmp/port",
     )
     # every flag is exercised: no field keeps its default
