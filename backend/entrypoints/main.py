@@ -25,6 +25,7 @@ COMMAND_MODULES = (
     "backend.entrypoints.quantize_cmd",
     "backend.entrypoints.compare_cmd",
     "backend.entrypoints.bench_cmd",
+    "backend.entrypoints.worker_cmd",
 )
 
 
