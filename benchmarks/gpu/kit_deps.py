@@ -88,6 +88,21 @@ def _install(python: str, wheels: list[Path], target: Path, timeout: float) -> t
     return res.returncode, (res.stderr or res.stdout).strip()[-800:]
 
 
+def python312() -> str | None:
+    """A Python 3.12 that runs here (a pyenv shim may exist without its version selected)."""
+    candidates = [shutil.which("python3.12")]
+    candidates += [str(p) for p in sorted(Path.home().glob(".pyenv/versions/3.12*/bin/python3.12"))]
+    for candidate in filter(None, candidates):
+        res = subprocess.run(
+            [candidate, "-c", "import sys; print(sys.version_info[:2] == (3, 12))"],
+            capture_output=True,
+            text=True,
+        )
+        if res.returncode == 0 and res.stdout.strip() == "True":
+            return candidate
+    return None
+
+
 def install_and_check(paths: KitPaths, timeout: float) -> dict[str, Any]:
     wheels = sorted((paths.carry / "wheels").glob("*.whl"))
     if not wheels:
@@ -95,7 +110,7 @@ def install_and_check(paths: KitPaths, timeout: float) -> dict[str, Any]:
     missing = coverage(wheels)
     out: dict[str, Any] = {"wheels": len(wheels), "requirements_not_covered": missing}
     if paths.dry_run:
-        py312 = shutil.which("python3.12")
+        py312 = python312()
         if py312 is None:
             out["install"] = "skipped: no python3.12 here (the dry run uses the .venv)"
             rc = 0

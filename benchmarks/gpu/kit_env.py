@@ -101,7 +101,7 @@ def default_paths(out: Path, dry_run: bool) -> KitPaths:
     carry = Path(env("QD_GPU_CARRY", str(ROOT / "build" / "gpu-carry")))
     build = Path(env("QD_GPU_BUILD", str(ROOT / "build" / "gpu-kit" / "llama-build")))
     work = Path(env("QD_GPU_WORK", str(ROOT / "build" / "gpu-kit" / "work")))
-    python = Path(env("QD_GPU_PYTHON", sys.executable))
+    python = Path(sys.executable)  # run.sh starts the kit with the Python it chose
     return KitPaths(ROOT, carry, build, work, out, python, dry_run)
 
 

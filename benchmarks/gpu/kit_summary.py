@@ -78,7 +78,7 @@ def _kld_lines(result: dict[str, Any]) -> list[str]:
         return []
     g, c = result["gpu"], result["cpu"]
     return [
-        f"    KLD Q4_K_M vs Q8_0: GPU {g['kld_mean']:.6f} ± {g['kld_mean_unc']:.6f}, CPU "
+        f"    KLD Q4_K_M vs Q8_0: -ngl 99 {g['kld_mean']:.6f} ± {g['kld_mean_unc']:.6f}, -ngl 0 "
         f"{c['kld_mean']:.6f} ± {c['kld_mean_unc']:.6f} (difference "
         f"{result['kld_difference']:.2e}, tolerance {result['tolerance']:.2e})"
     ]

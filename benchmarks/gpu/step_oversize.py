@@ -2,7 +2,7 @@
 clear refusal (an exit with a message) or a fallback that serves, not a crash.
 
 The context is the smallest of ``-c`` up to serve's 1M cells whose KV cache (f16, else f32)
-is at least 1.3x the memory it must fit in: VRAM with ``-ngl all`` on a GPU, RAM in the dry
+is at least 1.1x the memory it must fit in: VRAM with ``-ngl all`` on a GPU, RAM in the dry
 run (where the server runs under an address-space limit, so the allocation fails here
 without touching the shared machine's RAM).
 
@@ -48,7 +48,7 @@ def capacity_bytes(gpu: bool) -> int:
 
 def pick_context(paths: KitPaths, model: str, threads: int, gpu: bool) -> ServeKnobs | None:
     """The knobs of the over-big context, or None when even 1M f32 cells would fit."""
-    want = 1.3 * capacity_bytes(gpu)
+    want = 1.1 * capacity_bytes(gpu)
     for cache in ("f16", "f32"):
         sk = ServeKnobs(paths.models / model, threads, 1, 4096, 512, 512, -1, cache_type=cache)
         per_cell = int(fit_json(paths, sk)["kv_bytes"]) / sk.ctx
