@@ -18,6 +18,16 @@ import numpy as np
 from backend.engine.errors import InvalidRequestError, ModelLoadError
 from backend.engine.kv_geometry import GGML_TYPE_ID, kv_bytes_per_cell
 from backend.llama.backend_init import init_llama_backend
+from backend.llama.rpc_client import (
+    SPLIT_MODES,
+    ModelDevices,
+    model_devices,
+    parse_endpoints,
+    parse_tensor_split,
+    split_array,
+)
+from backend.llama.rpc_errors import RpcError
+from backend.llama.rpc_ggml import local_gpu_present
 from backend.llama.tokens import token_to_piece, tokenize
 from backend.settings.engine_settings import EngineSettings
 
@@ -32,8 +42,9 @@ _FLASH_ATTN = {
 
 
 def gpu_offload_supported() -> bool:
-    """Whether this llama.cpp build can offload layers to a GPU."""
-    return bool(llama_cpp.llama_supports_gpu_offload())
+    """Whether this llama.cpp build can offload layers to a local GPU (not counting the RPC
+    backend, which ``llama_supports_gpu_offload`` counts)."""
+    return bool(llama_cpp.llama_supports_gpu_offload()) and local_gpu_present()
 
 
 def logits_row(ctx: object, index: int, n_vocab: int) -> np.ndarray:
@@ -70,6 +81,22 @@ class ModelRuntime:
         self.n_seq_max = n_seq_max
         mparams = llama_cpp.llama_model_default_params()
         mparams.n_gpu_layers = 999_999 if settings.gpu_layers < 0 else settings.gpu_layers
+        mparams.split_mode = SPLIT_MODES[settings.split_mode]
+        # --rpc: the workers' devices, then local GPUs; the arrays live as long as the model
+        self.devices: ModelDevices | None = None
+        self._split: ctypes.Array[ctypes.c_float] | None = None
+        split = parse_tensor_split(settings.tensor_split)
+        endpoints = parse_endpoints(settings.rpc)
+        try:
+            if endpoints:
+                self.devices = model_devices(endpoints, split)
+                self.devices.apply(mparams)
+                log.info("loading across %s", ", ".join(self.devices.names))
+            elif split and (array := split_array(split)) is not None:
+                self._split = array
+                mparams.tensor_split = array
+        except RpcError as exc:
+            raise ModelLoadError(str(exc)) from None
         model = llama_cpp.llama_model_load_from_file(str(model_path).encode(), mparams)
         if not model:
             raise ModelLoadError(f"llama.cpp could not load {model_path} (not a valid GGUF?)")
@@ -121,9 +148,8 @@ class ModelRuntime:
             settings.cache_type_k,
             settings.cache_type_v,
         )
-        self.n_gpu_layers = (
-            min(self.info.n_layer + 1, mparams.n_gpu_layers) if gpu_offload_supported() else 0
-        )
+        offloads = gpu_offload_supported() or self.devices is not None
+        self.n_gpu_layers = min(self.info.n_layer + 1, mparams.n_gpu_layers) if offloads else 0
         log.info(
             "loaded %s: %s, %d layers, n_ctx=%d, n_seq_max=%d, KV %d bytes/cell",
             model_path.name,

@@ -15,6 +15,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 CacheType = Literal["f32", "f16", "bf16", "q8_0", "q5_1", "q5_0", "q4_1", "q4_0", "iq4_nl"]
 FlashAttn = Literal["auto", "on", "off"]
+SplitMode = Literal["none", "layer", "row"]
 # llama-server's --spec-type names that QuantDesk implements
 SPEC_TYPES = ("none", "ngram-simple", "draft-simple")
 
@@ -115,6 +116,59 @@ class ServingKnobs(BaseModel):
         ),
         json_schema_extra={"flags": ["--prefix-cache"]},
     )
+
+    rpc: str | None = Field(
+        default=None,
+        description=(
+            "Comma-separated RPC workers (host:port) whose devices hold layers of the model, "
+            "as llama-server's --rpc; start each with 'quantdesk worker' (the RPC protocol "
+            "has no authentication: LAN or VPN only)"
+        ),
+        json_schema_extra={"flags": ["--rpc"]},
+    )
+    tensor_split: str | None = Field(
+        default=None,
+        description=(
+            "Fraction of the model to offload to each device, comma-separated proportions in "
+            "device order (the --rpc workers' devices first, then local GPUs), e.g. 3,1 "
+            "(default: in proportion to each device's free memory)"
+        ),
+        json_schema_extra={"flags": ["-ts", "--tensor-split"]},
+    )
+    split_mode: SplitMode = Field(
+        default="layer",
+        description=(
+            "How to split the model across devices: none (one device), layer (layers and KV "
+            "across devices, pipelined) or row (weights split by rows)"
+        ),
+        json_schema_extra={"flags": ["-sm", "--split-mode"]},
+    )
+
+    @field_validator("rpc")
+    @classmethod
+    def _rpc_endpoints(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        endpoints = [part.strip() for part in value.split(",") if part.strip()]
+        for endpoint in endpoints:
+            host, sep, port = endpoint.partition(":")
+            if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+                raise ValueError(f"RPC worker {endpoint!r} is not host:port")
+        return ",".join(endpoints) or None
+
+    @field_validator("tensor_split")
+    @classmethod
+    def _tensor_split_proportions(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        parts = [part.strip() for part in value.replace("/", ",").split(",") if part.strip()]
+        try:
+            numbers = [float(part) for part in parts]
+        except ValueError:
+            raise ValueError(f"expected proportions such as 3,1, got {value!r}") from None
+        if any(n < 0 or n != n for n in numbers) or not any(numbers):
+            raise ValueError(f"proportions must be >= 0 and not all 0, got {value!r}")
+        return ",".join(parts)
 
     @model_validator(mode="before")
     @classmethod

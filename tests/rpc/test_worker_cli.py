@@ -93,3 +93,18 @@ def test_probe_tells_a_stranger_from_a_worker() -> None:
         with pytest.raises(RpcEndpointError, match="broke off the handshake"):
             probe_worker(f"127.0.0.1:{port}", timeout_s=5)
         thread.join(timeout=5)
+
+
+def test_a_worker_serving_another_client_is_reported_busy(
+    start_worker: Callable[..., Worker],
+) -> None:
+    """A worker serves one client at a time: a second server's probe says so instead of
+    waiting (llama.cpp's own handshake would block until the first client leaves)."""
+    worker = start_worker()
+    host, port = worker.endpoint.split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as first:
+        first.sendall(bytes([14]) + (24).to_bytes(8, "little") + bytes(24))  # HELLO
+        assert len(first.recv(8)) == 8  # it answers the first client
+        with pytest.raises(RpcEndpointError, match="busy"):
+            probe_worker(worker.endpoint, timeout_s=1)
+    probe_worker(worker.endpoint)  # free again once the first client left
