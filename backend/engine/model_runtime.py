@@ -148,6 +148,9 @@ class ModelRuntime:
             settings.cache_type_k,
             settings.cache_type_v,
         )
+        if self.devices is not None:
+            spans = self.devices.placement(self.info.n_layer, mparams.n_gpu_layers)
+            log.info("placement: %s", ", ".join(map(str, spans)))
         offloads = gpu_offload_supported() or self.devices is not None
         self.n_gpu_layers = min(self.info.n_layer + 1, mparams.n_gpu_layers) if offloads else 0
         log.info(

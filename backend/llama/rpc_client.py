@@ -16,6 +16,7 @@ import llama_cpp
 
 from backend.llama.rpc_errors import RpcEndpointError
 from backend.llama.rpc_ggml import Handle, device_info, ggml, local_devices, rpc_proc
+from backend.llama.rpc_placement import LayerSpan, layer_devices, layer_spans
 from backend.llama.rpc_probe import WorkerProbe, probe_worker
 
 log = logging.getLogger(__name__)
@@ -53,6 +54,19 @@ class ModelDevices:
     devices: list[Handle]
     device_array: ctypes.Array[ctypes.c_void_p]
     split_array: ctypes.Array[ctypes.c_float] | None
+    tensor_split: list[float]
+
+    def placement(self, n_layer: int, n_gpu_layers: int) -> list[LayerSpan]:
+        """Where llama.cpp puts the layers: by ``--tensor-split``, else by free memory (the
+        workers' as they answered the probe, the local GPUs' as they report it now)."""
+        lib = ggml()
+        names = [(lib.ggml_backend_dev_name(d) or b"").decode() for d in self.devices]
+        shares = list(self.tensor_split) + [0.0] * (len(self.devices) - len(self.tensor_split))
+        if not any(shares):
+            remote = [float(d.free_bytes) for probe in self.workers for d in probe.devices]
+            local = [float(device_info(d).free_bytes) for d in self.devices[len(remote) :]]
+            shares = remote + local
+        return layer_spans(layer_devices(n_layer, n_gpu_layers, shares, names))
 
     @property
     def names(self) -> list[str]:
@@ -158,7 +172,9 @@ def model_devices(
             f"--tensor-split has {len(tensor_split)} proportions for {len(devices)} devices"
         )
     device_array = (ctypes.c_void_p * (len(devices) + 1))(*devices, None)
-    return ModelDevices(workers, devices, device_array, split_array(tensor_split))
+    return ModelDevices(
+        workers, devices, device_array, split_array(tensor_split), list(tensor_split)
+    )
 
 
 def split_array(tensor_split: Sequence[float]) -> ctypes.Array[ctypes.c_float] | None:
