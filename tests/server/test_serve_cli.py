@@ -137,6 +137,9 @@ def test_generated_command_line_parses_back_to_the_same_settings(
         draft_min=1,
         draft_p_min=0.5,
         gpu_layers_draft=3,
+        rpc="10.0.0.2:50052,10.0.0.3:50052",
+        tensor_split="3,1",
+        split_mode="row",
     )
     server = ServerSettings(
         host="0.0.0.0",
