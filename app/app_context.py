@@ -14,6 +14,7 @@ from app.page_models.server_memory_view import ServerMemory
 from app.storage.app_settings import AppSettings
 from app.workers.router_client import load_model, unload_model
 from app.workers.server_process import ServerState, ServerSupervisor, remember_model_knobs
+from app.workers.share_process import ShareSupervisor
 from app.workers.stats_poller import ModelsReading, StatsReading, stats_poller
 from app.workers.thread_worker import ThreadWorker, start_worker, stop_worker
 from backend.engine.stats_model import StatsSnapshot
@@ -47,6 +48,8 @@ class AppContext(QObject):
         super().__init__(parent)
         self.settings = settings
         self.server = supervisor or ServerSupervisor(self)
+        # "Share this machine": this machine's devices as an RPC worker for other servers
+        self.share = ShareSupervisor(self)
         self.poll_interval_s = poll_interval_s
         self.latest_stats: StatsSnapshot | None = None
         self.latest_models: list[ModelCard] = []
@@ -188,4 +191,5 @@ class AppContext(QObject):
 
     def shutdown(self) -> None:
         self._stop_polling()
+        self.share.stop_and_wait()
         self.server.stop_and_wait()

@@ -41,6 +41,7 @@ from app.page_models.router_models import (
     library_model_id,
     with_model_overrides,
 )
+from app.page_models.rpc_workers import join_workers, parse_workers
 from app.page_models.server_command import find_free_port
 from app.page_models.server_errors import ServerProcessError
 from app.page_models.server_status import (
@@ -62,6 +63,7 @@ from app.page_models.speculative_choice import (
 from app.pages.server_model_picker import ModelPicker
 from app.pages.server_resident_view import ResidentModelsBox
 from app.pages.server_status_view import EndpointBox, ServerLogBox, StatusBox
+from app.pages.server_workers_view import ShareBox, WorkersBox
 from app.storage.app_settings import AppSettings, ServerKnobs
 from app.widgets.common import Banner, page_header
 from app.widgets.fit_bar import FitBar
@@ -164,6 +166,11 @@ class ServerPage(QWidget):
         lv.addWidget(self._build_speculative_box())
         lv.addWidget(self._build_fit_box())
         lv.addWidget(self._build_network_box())
+        self.workers_box = WorkersBox(knob_choices("split_mode"))
+        self.workers_box.workers_changed.connect(self._on_knob_changed)
+        lv.addWidget(self.workers_box)
+        self.share_box = ShareBox(context.share, settings.share)
+        lv.addWidget(self.share_box)
         lv.addStretch(1)
         left_scroll.setWidget(left)
         left_scroll.setMinimumWidth(540)
@@ -362,6 +369,7 @@ class ServerPage(QWidget):
 
     def shutdown(self) -> None:
         self.model_picker.shutdown()
+        self.workers_box.shutdown()
 
     def _load_knobs(self, k: ServerKnobs) -> None:
         self.model_picker.select(k.model)
@@ -383,6 +391,8 @@ class ServerPage(QWidget):
         self.port_spin.setValue(k.port)
         self.key_edit.setText(k.api_key)
         self.cors_edit.setText(", ".join(k.cors_origins))
+        self.workers_box.set_workers(parse_workers(k.rpc))
+        self.workers_box.set_split(k.tensor_split, k.split_mode)
 
     def knobs(self) -> ServerKnobs:
         """The knobs as the widgets show them; knobs the page does not show keep their
@@ -397,6 +407,9 @@ class ServerPage(QWidget):
             "host": self.host_edit.text().strip() or "127.0.0.1",
             "api_key": self.key_edit.text().strip(),
             "cors_origins": origins,
+            "rpc": join_workers(self.workers_box.workers()),
+            "tensor_split": self.workers_box.tensor_split(),
+            "split_mode": self.workers_box.split_mode_combo.currentText(),
         }
         shown |= spec_update(self.settings.server, self.spec_mode(), self.draft_picker.value())
         return self.settings.server.model_copy(update=shown)

@@ -56,6 +56,18 @@ class ChatDefaults(BaseModel):
     seed: int = Field(default=-1, ge=-1)
 
 
+class ShareSettings(BaseModel):
+    """ "Share this machine": how the window starts ``quantdesk worker`` (llama.cpp RPC).
+    Never started on its own at launch: sharing is switched on each time."""
+
+    port: int = Field(default=50052, ge=1, le=65_535, description="TCP port of the worker")
+    allow_remote: bool = Field(
+        default=False,
+        description="Bind every address (--allow-remote) so other machines can connect; "
+        "the RPC protocol has no authentication",
+    )
+
+
 class WindowState(BaseModel):
     geometry_hex: str = ""
     last_page: str = "server"
@@ -67,6 +79,7 @@ class AppSettings(BaseModel):
     server: ServerKnobs = Field(default_factory=ServerKnobs)
     chat: ChatDefaults = Field(default_factory=ChatDefaults)
     window: WindowState = Field(default_factory=WindowState)
+    share: ShareSettings = Field(default_factory=ShareSettings)
     recent_models: list[str] = Field(default_factory=list)
     autostart_server: bool = Field(
         default=True, description="Start the server with the last model when the window opens"
