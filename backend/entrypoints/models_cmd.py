@@ -200,14 +200,16 @@ WONT_FIT_EXIT = 4
 
 
 def _print_fit(est: FitEstimate) -> None:
+    # with --rpc workers the offload devices are theirs (and any local GPUs)
+    dev = "offload" if any(g.name.startswith("RPC") for g in est.gpus) else "GPU"
     _out(f"model:   {est.model} ({est.architecture}, {est.n_layer} layers)")
     _out(
         f"context: {est.kv_cells} cells, K {est.cache_type_k} / V {est.cache_type_v}, "
-        f"flash attention {'on' if est.flash_attn else 'off'}, {est.n_gpu_layers} layers on GPU"
+        f"flash attention {'on' if est.flash_attn else 'off'}, {est.n_gpu_layers} layers on {dev}"
     )
     _out(
         f"weights: {human_bytes(est.weights_bytes):>10}  "
-        f"(GPU {human_bytes(est.weights_gpu_bytes)}, "
+        f"({dev} {human_bytes(est.weights_gpu_bytes)}, "
         f"CPU {human_bytes(est.weights_cpu_bytes)})"
     )
     _out(
@@ -216,15 +218,26 @@ def _print_fit(est: FitEstimate) -> None:
     )
     _out(f"compute: {human_bytes(est.compute_bytes):>10}")
     _out(
-        f"total:   {human_bytes(est.total_bytes):>10}  (GPU {human_bytes(est.gpu_bytes)}, "
+        f"total:   {human_bytes(est.total_bytes):>10}  ({dev} {human_bytes(est.gpu_bytes)}, "
         f"RAM {human_bytes(est.cpu_bytes)})"
     )
     free = f"free RAM {human_bytes(est.ram_free_bytes)}"
     if est.vram_free_bytes is not None:
-        free += f", free VRAM {human_bytes(est.vram_free_bytes)}"
+        free += f", free {'on the devices' if dev == 'offload' else 'VRAM'} "
+        free += human_bytes(est.vram_free_bytes)
     elif est.gpu_note:
         free += f" ({est.gpu_note})"
     _out(free)
+    if est.gpu_note and est.vram_free_bytes is not None:
+        _out(f"note:    {est.gpu_note}")
+    if len(est.gpus) > 1 or any(g.name.startswith("RPC") for g in est.gpus):
+        for share in est.gpus:
+            _out(
+                f"device:  {share.name}: {human_bytes(share.needed_bytes)} of "
+                f"{human_bytes(share.free_bytes)} free"
+            )
+    if est.placement:
+        _out(f"layers:  {'; '.join(est.placement)}")
     for warning in est.warnings:
         _out(f"warning: {warning}")
     if est.draft_bytes:
@@ -237,7 +250,7 @@ def _cmd_fit(args: argparse.Namespace) -> int:
     header = read_gguf_header(library.resolve(args.model))
     knobs = settings_from_args(EngineSettings, args)  # QUANTDESK_* environment, then the flags
     draft = read_gguf_header(library.resolve(knobs.model_draft)) if knobs.model_draft else None
-    estimate = estimate_fit(header, knobs, probe_memory(), draft=draft)
+    estimate = estimate_fit(header, knobs, probe_memory(knobs.rpc), draft=draft)
     if args.json:
         _emit_json(estimate.to_dict())
     else:

@@ -34,6 +34,7 @@ from backend.fit.memory_probe import AvailableMemory
 from backend.fit.model_shape import ModelShape
 from backend.gguf_file.ggml_types import GGMLType, cache_type
 from backend.gguf_file.gguf_header import GGUFHeader
+from backend.llama.rpc_placement import layer_devices, layer_spans
 from backend.settings.engine_settings import CacheType, ServingKnobs
 
 MiB = 1 << 20
@@ -191,6 +192,8 @@ class FitEstimate:
     gpu_note: str | None = None
     warnings: list[str] = field(default_factory=list)
     draft_bytes: int = 0  # of total_bytes: the draft model's weights, KV and compute
+    # where the layers go ("layers 0-14 on RPC0 (host:port)", ...), when any are offloaded
+    placement: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -288,24 +291,47 @@ def _model_needs(shape: ModelShape, settings: FitSettings, has_gpu: bool) -> _Ne
     )
 
 
-def _fits(needs: _Needs, memory: AvailableMemory) -> bool:
-    ram_budget = memory.ram_free_bytes - RAM_RESERVE_BYTES
-    vram_budget = sum(max(0, g.vram_free_bytes - GPU_RESERVE_BYTES) for g in memory.gpus)
-    return needs.cpu <= ram_budget and needs.gpu <= vram_budget
-
-
-def _gpu_shares(gpu_bytes: int, memory: AvailableMemory) -> list[GpuShare]:
-    """Layers are split across GPUs in proportion to their free memory (llama.cpp default)."""
+def device_fractions(memory: AvailableMemory, tensor_split: str | None) -> list[float]:
+    """Each offload device's share of what is offloaded: ``--tensor-split`` when it names
+    one proportion per device, else each device's free memory (llama.cpp's default)."""
+    if tensor_split:
+        parts = [float(x) for x in tensor_split.split(",")]
+        if len(parts) == len(memory.gpus) and sum(parts) > 0:
+            return [x / sum(parts) for x in parts]
     total_free = sum(g.vram_free_bytes for g in memory.gpus)
+    return [g.vram_free_bytes / total_free if total_free else 0.0 for g in memory.gpus]
+
+
+def _fits(needs: _Needs, memory: AvailableMemory, fractions: list[float] | None = None) -> bool:
+    """RAM holds the CPU's part, and each device its share of the offloaded part."""
+    if needs.cpu > memory.ram_free_bytes - RAM_RESERVE_BYTES:
+        return False
+    if fractions is None:
+        fractions = device_fractions(memory, None)
+    if needs.gpu and not memory.gpus:
+        return False
+    return all(
+        needs.gpu * fraction <= max(0, g.vram_free_bytes - GPU_RESERVE_BYTES)
+        for g, fraction in zip(memory.gpus, fractions, strict=True)
+    )
+
+
+def _gpu_shares(gpu_bytes: int, memory: AvailableMemory, fractions: list[float]) -> list[GpuShare]:
+    """What each offload device holds of ``gpu_bytes``, by ``fractions``."""
     return [
-        GpuShare(
-            g.index,
-            g.name,
-            gpu_bytes * g.vram_free_bytes // total_free if total_free else 0,
-            g.vram_free_bytes,
-        )
-        for g in memory.gpus
+        GpuShare(g.index, g.name, int(gpu_bytes * fraction), g.vram_free_bytes)
+        for g, fraction in zip(memory.gpus, fractions, strict=True)
     ]
+
+
+def _placement(
+    n_layer: int, n_gpu_layers: int, memory: AvailableMemory, fractions: list[float]
+) -> list[str]:
+    """Where the layers go, as llama.cpp's loader assigns them, with the devices' names."""
+    if not n_gpu_layers or not memory.gpus:
+        return []
+    devices = layer_devices(n_layer, n_gpu_layers, fractions, [g.name for g in memory.gpus])
+    return [str(span) for span in layer_spans(devices)]
 
 
 def _largest_fitting_ctx(
@@ -314,10 +340,11 @@ def _largest_fitting_ctx(
     memory: AvailableMemory,
     has_gpu: bool,
     draft: _Draft | None,
+    fractions: list[float],
 ) -> int | None:
     def fits(ctx: int) -> bool:
         trial = settings.model_copy(update={"ctx_size": ctx})
-        return _fits(_needs(shape, trial, has_gpu, draft), memory)
+        return _fits(_needs(shape, trial, has_gpu, draft), memory, fractions)
 
     lo, hi = 1, _pad(settings.ctx_size, KV_PAD) // KV_PAD
     if not fits(KV_PAD):
@@ -355,15 +382,21 @@ def estimate_fit(
         ngld = getattr(knobs, "gpu_layers_draft", -1)
         the_draft = _Draft(ModelShape.from_header(draft), settings.gpu_layers if ngld < 0 else ngld)
     needs = _needs(shape, settings, has_gpu, the_draft)
+    fractions = device_fractions(memory, settings.tensor_split)
     verdict: Verdict
     suggested_layers = suggested_ctx = None
     suggested_cache: CacheType | None = None
-    if _fits(needs, memory):
+    if _fits(needs, memory, fractions):
         verdict = "fits"
+        remote = sum(1 for g in memory.gpus if g.name.startswith("RPC"))
+        local = len(memory.gpus) - remote
+        target = "the GPU" if not remote else "the RPC workers"
+        if remote and local:
+            target = "the GPUs and RPC workers"
         where = (
-            "on the GPU"
+            f"on {target}"
             if has_gpu and all(needs.gpu_layers)
-            else ("in RAM" if not has_gpu else "split between GPU and RAM")
+            else ("in RAM" if not has_gpu else f"split between {target} and RAM")
         )
         message = f"fits {where}: needs {human_bytes(needs.gpu + needs.cpu)}"
         if needs.draft_bytes:
@@ -375,7 +408,7 @@ def estimate_fit(
                 trial = _needs(
                     shape, settings.model_copy(update={"gpu_layers": ngl}), has_gpu, the_draft
                 )
-                if _fits(trial, memory):
+                if _fits(trial, memory, fractions):
                     verdict, suggested_layers = "partial_offload", ngl
                     message = (
                         f"fits with {ngl} of {shape.n_layer + 1} layers on the GPU "
@@ -385,7 +418,9 @@ def estimate_fit(
                     )
                     break
         if verdict == "wont_fit":
-            suggested_ctx = _largest_fitting_ctx(shape, settings, memory, has_gpu, the_draft)
+            suggested_ctx = _largest_fitting_ctx(
+                shape, settings, memory, has_gpu, the_draft, fractions
+            )
             cache: CacheType
             for cache in ("q8_0", "q4_0"):
                 trial_settings = settings.model_copy(
@@ -395,7 +430,7 @@ def estimate_fit(
                         "flash_attn": "on" if settings.flash_attn == "off" else settings.flash_attn,
                     }
                 )
-                if _fits(_needs(shape, trial_settings, has_gpu, the_draft), memory):
+                if _fits(_needs(shape, trial_settings, has_gpu, the_draft), memory, fractions):
                     suggested_cache = cache
                     break
             hints = []
@@ -458,7 +493,10 @@ def estimate_fit(
         suggested_cache_type=suggested_cache,
         ram_free_bytes=memory.ram_free_bytes if memory.ram_free_bytes < (1 << 61) else None,
         vram_free_bytes=memory.vram_free_bytes if memory.gpus else None,
-        gpus=_gpu_shares(gpu_bytes, memory),
+        gpus=_gpu_shares(gpu_bytes, memory, fractions),
+        placement=_placement(
+            shape.n_layer, sum(needs.gpu_layers) if has_gpu else 0, memory, fractions
+        ),
         gpu_note=memory.gpu_note,
         warnings=warnings,
     )

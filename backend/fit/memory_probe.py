@@ -7,10 +7,11 @@ nothing here ever raises for a missing GPU.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import psutil
 
+from backend.fit.remote_memory import remote_devices
 from backend.system.gpu_info import gpu_snapshot
 from backend.system.system_stats import GpuStats
 
@@ -29,8 +30,21 @@ class AvailableMemory:
         return sum(g.vram_free_bytes for g in self.gpus)
 
 
-def probe_memory() -> AvailableMemory:
-    """Free RAM and VRAM now."""
+def probe_memory(rpc: str | None = None) -> AvailableMemory:
+    """Free RAM and VRAM now; with ``rpc`` (``host:port,...``), the workers' devices too,
+    first, as the server orders them."""
     vm = psutil.virtual_memory()
     gpus, note = gpu_snapshot()
-    return AvailableMemory(int(vm.available), int(vm.total), gpus, note)
+    return with_remote(AvailableMemory(int(vm.available), int(vm.total), gpus, note), rpc)
+
+
+def with_remote(memory: AvailableMemory, rpc: str | None) -> AvailableMemory:
+    """``memory`` with the ``rpc`` workers' devices ahead of the local GPUs (the order the
+    server gives llama.cpp); the note says which workers did not answer."""
+    if not rpc:
+        return memory
+    remote, notes = remote_devices(rpc)
+    local = [g.model_copy(update={"index": len(remote) + i}) for i, g in enumerate(memory.gpus)]
+    gpus = remote + local
+    note = "; ".join(n for n in (*notes, memory.gpu_note if not gpus else None) if n) or None
+    return replace(memory, gpus=gpus, gpu_note=note)

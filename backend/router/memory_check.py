@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from backend.core.units import human_bytes
 from backend.fit.fit_estimate import estimate_fit
-from backend.fit.memory_probe import AvailableMemory
+from backend.fit.memory_probe import AvailableMemory, with_remote
 from backend.gguf_file.gguf_header import read_gguf_header
 from backend.settings import EngineSettings
 from backend.settings.default_model import resolve_model_path
@@ -32,13 +32,19 @@ class MemoryNeed:
 
 def estimate_need(settings: EngineSettings, memory: AvailableMemory) -> MemoryNeed:
     """The fit estimate (weights + KV + compute, per device) of ``settings.model``, and of
-    its draft model with ``-md``, plus the child process's own overhead."""
+    its draft model with ``-md``, plus the child process's own overhead. With ``--rpc``
+    the workers' devices are asked too and take their share: only this machine's part is
+    the need (the workers' memory is not the router's to budget)."""
     header = read_gguf_header(settings.model)
     draft = None
     if settings.model_draft:
         draft = read_gguf_header(resolve_model_path(settings.model_draft))
+    memory = with_remote(memory, settings.rpc)
     estimate = estimate_fit(header, settings, memory, draft=draft)
-    return MemoryNeed(estimate.cpu_bytes + CHILD_OVERHEAD_BYTES, estimate.gpu_bytes)
+    remote_bytes = sum(g.needed_bytes for g in estimate.gpus if g.name.startswith("RPC"))
+    return MemoryNeed(
+        estimate.cpu_bytes + CHILD_OVERHEAD_BYTES, max(0, estimate.gpu_bytes - remote_bytes)
+    )
 
 
 def shortfall(
