@@ -63,7 +63,7 @@ from app.page_models.speculative_choice import (
 from app.pages.server_model_picker import ModelPicker
 from app.pages.server_resident_view import ResidentModelsBox
 from app.pages.server_status_view import EndpointBox, ServerLogBox, StatusBox
-from app.pages.server_workers_view import ShareBox, WorkersBox
+from app.pages.server_workers_view import WORKERS_TIP, ShareBox, WorkersBox
 from app.storage.app_settings import AppSettings, ServerKnobs
 from app.widgets.common import Banner, page_header
 from app.widgets.fit_bar import FitBar
@@ -166,11 +166,7 @@ class ServerPage(QWidget):
         lv.addWidget(self._build_speculative_box())
         lv.addWidget(self._build_fit_box())
         lv.addWidget(self._build_network_box())
-        self.workers_box = WorkersBox(knob_choices("split_mode"))
-        self.workers_box.workers_changed.connect(self._on_knob_changed)
-        lv.addWidget(self.workers_box)
-        self.share_box = ShareBox(context.share, settings.share)
-        lv.addWidget(self.share_box)
+        lv.addWidget(self._build_rpc_tabs())
         lv.addStretch(1)
         left_scroll.setWidget(left)
         left_scroll.setMinimumWidth(540)
@@ -360,6 +356,30 @@ class ServerPage(QWidget):
         self.port_spin.valueChanged.connect(self._on_knob_changed)
         return box
 
+    def _build_rpc_tabs(self) -> QTabWidget:
+        """Other machines (llama.cpp RPC): the workers the model is split across, and
+        sharing this machine as one; two tabs, so the column grows by one of them."""
+        self.workers_box = WorkersBox(knob_choices("split_mode"))
+        self.workers_box.workers_changed.connect(self._on_knob_changed)
+        self.workers_box.workers_changed.connect(self._show_rpc_tab_titles)
+        self.share_box = ShareBox(self.context.share, self.settings.share)
+        self.context.share.state_changed.connect(self._show_rpc_tab_titles)
+        self.rpc_tabs = QTabWidget()
+        for box in (self.workers_box, self.share_box):
+            box.setTitle("")
+            box.setFlat(True)
+        self.rpc_tabs.addTab(self.workers_box, "")
+        self.rpc_tabs.addTab(self.share_box, "")
+        self._show_rpc_tab_titles()
+        return self.rpc_tabs
+
+    def _show_rpc_tab_titles(self) -> None:
+        count = len(self.workers_box.workers())
+        self.rpc_tabs.setTabText(0, f"Workers ({count})" if count else "Workers")
+        self.rpc_tabs.setTabToolTip(0, WORKERS_TIP)
+        sharing = self.context.share.is_active()
+        self.rpc_tabs.setTabText(1, "Share this machine: on" if sharing else "Share this machine")
+
     # -- knobs <-> settings ---------------------------------------------------------------
     def showEvent(self, event: QShowEvent) -> None:
         """Pick up models downloaded or quantised since the page was last shown."""
@@ -393,6 +413,7 @@ class ServerPage(QWidget):
         self.cors_edit.setText(", ".join(k.cors_origins))
         self.workers_box.set_workers(parse_workers(k.rpc))
         self.workers_box.set_split(k.tensor_split, k.split_mode)
+        self._show_rpc_tab_titles()
 
     def knobs(self) -> ServerKnobs:
         """The knobs as the widgets show them; knobs the page does not show keep their

@@ -131,6 +131,7 @@ class WorkersBox(QGroupBox):
         split.addWidget(self.split_mode_combo, 0, 3)
         split.setColumnStretch(1, 1)
         v.addLayout(split)
+        v.addStretch(1)
         self._tensor_split: str | None = None
         self._show_buttons()
 
@@ -301,6 +302,7 @@ class ShareBox(QGroupBox):
         self.warning = Banner()
         self.warning.close_button.hide()
         v.addWidget(self.warning)
+        v.addStretch(1)  # in a tab as tall as the Workers list: keep the rows together
         supervisor.state_changed.connect(self._on_state)
         self._on_choice()
         self._on_state(supervisor.state.value)

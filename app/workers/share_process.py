@@ -69,7 +69,9 @@ class ShareSupervisor(QObject):
 
     def device_lines(self) -> list[str]:
         """The devices the worker said it offers ('  CPU: ... free of ...')."""
-        return [line.strip() for line in self._tail if line.startswith("  ") and "free" in line]
+        return [
+            line.strip() for line in self._tail if line.startswith("  ") and " free of " in line
+        ]
 
     def start(self, port: int, allow_remote: bool) -> None:
         """Launch ``quantdesk worker`` on ``port``; ``state_changed("sharing")`` once ready."""
