@@ -11,7 +11,6 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 from fastapi import Depends, FastAPI
-from fastapi.middleware.cors import CORSMiddleware
 from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
 from fastapi.responses import HTMLResponse, JSONResponse
 from prometheus_client import CollectorRegistry
@@ -21,6 +20,7 @@ from backend.engine.stats_model import StatsSnapshot
 from backend.server.arrival_tracking import ArrivalTracking
 from backend.server.auth import require_api_key
 from backend.server.body_limit import BodySizeLimit
+from backend.server.cors import ShapedCORSMiddleware
 from backend.server.errors import install_error_handlers
 from backend.server.host_check import HostCheck, is_loopback
 from backend.server.metrics_collector import EngineCollector
@@ -132,7 +132,7 @@ def install_edge(app: FastAPI, server_settings: ServerSettings) -> None:
     to read them."""
     app.add_middleware(BodySizeLimit, max_bytes=server_settings.max_body_bytes)
     app.add_middleware(
-        CORSMiddleware,
+        ShapedCORSMiddleware,
         allow_origins=server_settings.cors_origins,
         allow_origin_regex=LOOPBACK_ORIGINS,
         allow_methods=["GET", "POST", "OPTIONS"],

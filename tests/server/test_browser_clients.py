@@ -89,6 +89,21 @@ def test_cors_origin_flag_adds_origins_and_star_allows_any() -> None:
     assert anyone.status_code == 200 and anyone.headers["access-control-allow-origin"] == "*"
 
 
+def test_a_refused_preflight_is_a_json_error_in_the_dialects_shape() -> None:
+    """A foreign origin's preflight gets a 403 whose body says why, as JSON: Anthropic's
+    shape under /v1/messages, OpenAI's elsewhere (Starlette's own refusal is plain text)."""
+    client = offline_app()
+    r = preflight(client, "http://evil.example", "/v1/messages")
+    assert r.status_code == 403 and "access-control-allow-origin" not in r.headers
+    body = r.json()
+    assert body["type"] == "error" and body["error"]["type"] == "permission_error"
+    assert "origin" in body["error"]["message"] and "--cors-origin" in body["error"]["message"]
+    r = preflight(client, "http://evil.example")
+    assert r.status_code == 403 and r.json()["error"]["code"] == "cors_refused"
+    assert set(r.json()) == {"error"}
+    assert preflight(client, "http://localhost:3000", "/v1/messages").status_code == 200
+
+
 def test_refusals_carry_cors_headers_so_the_page_can_read_them() -> None:
     """A 413 (body limit), 401 (key) or 503 (loading) reaches the page, not a 'CORS error'."""
     origin = {"Origin": "http://localhost:3000"}
