@@ -33,12 +33,27 @@ class _Rule:
     message: str
 
 
+# what the server says when an RPC worker (``serve --rpc``) fails it: the probe's words before
+# loading, or the abort hook's when one is lost while serving
+_RPC_RE = re.compile(
+    r"(RPC worker \S+ (?:is unreachable|accepted but|speaks protocol|broke off|"
+    r"offers no devices)[^\n]*|lost RPC worker [^;\n]*|an RPC worker failed|"
+    r"llama.cpp could not add RPC worker \S+)"
+)
+
+
 _RULES = (
     _Rule(  # first: the draft's file name is the user's and may contain any other pattern
         "bad_draft",
         re.compile(r"cannot draft for"),
         "{reason}. Pick a draft model of the served model's family under Speculative "
         "decoding, or turn speculative decoding off.",
+    ),
+    _Rule(  # before oom and bad_model: a worker's failure is said in their words too
+        "rpc_worker",
+        _RPC_RE,
+        "{reason}. Check that 'quantdesk worker' runs there (Test connection under Workers), "
+        "or remove it from the Workers list to serve on this machine alone.",
     ),
     _Rule(
         "oom",
@@ -110,6 +125,10 @@ def explain_exit(
                 found = _DRAFT_RE.findall(text)
                 reason = found[-1] if found else "the draft model cannot draft for this model"
                 message = message.format(reason=reason[0].upper() + reason[1:])
+            if rule.kind == "rpc_worker":
+                found = _RPC_RE.findall(text)
+                reason = found[-1].rstrip(". ")
+                message = message.format(reason=reason[0].upper() + reason[1:])
             if rule.kind == "bad_setting" and last:
                 message = f"{rule.message}: {last.removeprefix('quantdesk: error: ')}"
             if rule.kind == "port_in_use":
@@ -162,6 +181,7 @@ def failure_title(error: ServerProcessError | None, *, footer: bool = False) -> 
             "bad_draft",
             "bad_setting",
             "load_failed",
+            "rpc_worker",
         )
     ):
         title, sentence = "Could not start", "Server could not start"

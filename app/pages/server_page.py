@@ -635,6 +635,12 @@ class ServerPage(QWidget):
             log.info("OOM on load; fit verdict was %s", view.verdict)
         self.banner.show_message(message, "error", advice.action)
         self.status.detail_label.setText(advice.detail)
+        error = self.server.last_error
+        if error is not None and error.kind == "rpc_worker":  # show the worker's row, tested
+            self.rpc_tabs.setCurrentWidget(self.workers_box)
+            for endpoint in self.workers_box.workers():
+                if endpoint in message:
+                    self.workers_box.test(endpoint)
 
     def _update_endpoint(self) -> None:
         """The running server's endpoint, else the one the knobs would give."""

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from PySide6.QtCore import QTimer
 from pytestqt.qtbot import QtBot
 
 from app.main_window import MainWindow
@@ -252,3 +253,46 @@ def test_allowing_other_machines_warns_plainly_and_a_taken_port_reads_as_failed(
     qtbot.waitUntil(lambda: supervisor.state is ShareState.FAILED, timeout=90_000)
     assert "worker stopped" in share.state_label.text()
     assert not share.toggle.isChecked()
+
+
+@needs_rpc
+def test_a_busy_worker_reads_as_busy_while_the_window_stays_responsive(
+    qtbot: QtBot, window: MainWindow, worker: str
+) -> None:
+    page = server_page(window)
+    box = page.workers_box
+    host, port = worker.rsplit(":", 1)
+    # another client holds the worker (it serves one at a time): it accepts, answers nothing
+    with socket.create_connection((host, int(port)), timeout=5):
+        box.endpoint_edit.setText(worker)
+        qtbot.mouseClick(box.add_button, qtbot_left())
+        # a probe on the GUI thread would block the event loop until it gave up ("busy")
+        seen: list[str] = []
+        QTimer.singleShot(50, lambda: seen.append(row_texts(page, worker)[0]))
+        qtbot.waitUntil(lambda: bool(seen), timeout=30_000)
+        assert seen == ["testing…"]
+        qtbot.waitUntil(lambda: row_texts(page, worker)[0] == "busy", timeout=60_000)
+    assert "did not answer" in box.detail_label.text()
+    qtbot.mouseClick(box.test_button, qtbot_left())  # free again once the other client left
+    qtbot.waitUntil(lambda: row_texts(page, worker)[0] == "ready", timeout=30_000)
+
+
+@needs_rpc
+def test_serving_with_a_dead_worker_says_which_and_marks_its_row(
+    qtbot: QtBot, window: MainWindow
+) -> None:
+    from app.workers.server_process import ServerState
+
+    page = server_page(window)
+    dead = f"127.0.0.1:{dead_port()}"
+    page.workers_box.endpoint_edit.setText(dead)
+    qtbot.mouseClick(page.workers_box.add_button, qtbot_left())
+    qtbot.waitUntil(lambda: row_texts(page, dead)[0] == "unreachable", timeout=30_000)
+    page.start_server()
+    server = window.context.server
+    qtbot.waitUntil(lambda: server.state is ServerState.CRASHED, timeout=180_000)
+    assert server.last_error is not None and server.last_error.kind == "rpc_worker"
+    text = page.banner.label.text()
+    assert text.startswith(f"RPC worker {dead} is unreachable"), text
+    assert "Workers list" in text
+    assert page.rpc_tabs.currentWidget() is page.workers_box
