@@ -61,12 +61,15 @@ def served_model(model: str) -> str:
 def serving_detail(knobs: ServerKnobs, pid: int | None) -> str:
     """'SmolLM2-135M-Instruct · 4 parallel × 4,096 tokens · pid 1234': what one request may
     hold, which with a KV stream per slot (the default) is the context split by the slots;
-    with --kv-unified, '4 parallel sharing 16,384 tokens'."""
+    with --kv-unified, '4 parallel sharing 16,384 tokens'; and '· with 2 RPC workers' when
+    the model is split across other machines."""
     if knobs.kv_unified:
         room = f"{knobs.parallel} parallel sharing {knobs.ctx_size:,} tokens"
     else:
         room = f"{knobs.parallel} parallel × {knobs.ctx_size // knobs.n_seq_max:,} tokens"
-    return f"{served_model(knobs.model)} · {room} · pid {pid}"
+    workers = len([w for w in (knobs.rpc or "").split(",") if w.strip()])
+    spread = f" · with {workers} RPC worker{'s' if workers != 1 else ''}" if workers else ""
+    return f"{served_model(knobs.model)} · {room}{spread} · pid {pid}"
 
 
 @dataclass(frozen=True)

@@ -105,6 +105,16 @@ def test_tensor_split_is_validated_as_serve_validates_it() -> None:
         check_tensor_split("3,x")
 
 
+def test_the_status_line_says_the_model_is_split_across_workers() -> None:
+    from app.page_models.server_status import serving_detail
+    from app.storage.app_settings import ServerKnobs
+
+    knobs = ServerKnobs(model="default", ctx_size=4096, parallel=1)
+    assert "RPC" not in serving_detail(knobs, 7)
+    two = knobs.model_copy(update={"rpc": "10.0.0.2:50052,10.0.0.3:50052"})
+    assert serving_detail(two, 7).endswith("· with 2 RPC workers · pid 7")
+
+
 def test_sharing_binds_loopback_unless_other_machines_are_allowed() -> None:
     assert worker_arguments(50052, False) == ["worker", "-H", "127.0.0.1", "-p", "50052"]
     remote = worker_arguments(50060, True)
