@@ -5,21 +5,28 @@ The fit package owns the arithmetic (weights per layer, exact KV cache, compute
 buffer, verdict against free RAM/VRAM) and reads the Server page's knobs as they
 are; this module only turns its result into what the GUI draws. For a Hub file the
 GGUF header is read with HTTP Range requests, never the weights.
+
+With RPC workers in the list, the estimate counts the devices of those the Workers tab
+probed last (it never probes here: this runs on the GUI thread, and a busy worker says
+nothing for seconds); a worker without a probe is said and not counted.
 """
 
 from __future__ import annotations
 
 import re
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from app.page_models.model_choices import cached_header, model_facts
+from app.page_models.rpc_workers import WorkerState, parse_workers
 from app.storage.app_settings import ServerKnobs
 from backend.core.errors import QuantDeskError
 from backend.fit.fit_estimate import Verdict, estimate_fit
-from backend.fit.memory_probe import AvailableMemory, probe_memory
+from backend.fit.memory_probe import AvailableMemory, probe_memory, with_probed
 from backend.hub.hub_search import remote_gguf_header
+from backend.llama.rpc_probe import WorkerProbe
 
 # The estimate's verdict, or 'unknown' where there is none (no model, unreadable header).
 ShownVerdict = Literal[Verdict, "unknown"]
@@ -27,6 +34,25 @@ ShownVerdict = Literal[Verdict, "unknown"]
 _SPLIT_PART = re.compile(r"-(\d{5})-of-(\d{5})\.gguf$", re.IGNORECASE)
 _MEMORY_TTL_S = 3.0
 _memory_cache: dict[str, Any] = {"at": 0.0, "value": None}
+
+# why a worker of the list is not counted, by its state in the Workers tab
+_NOT_COUNTED: dict[WorkerState, str] = {
+    "untested": "not tested yet (Test connection)",
+    "testing": "still being tested",
+    "ready": "ready",
+    "unreachable": "unreachable",
+    "busy": "busy (serving another client)",
+    "error": "not an RPC worker",
+}
+
+
+@dataclass(frozen=True)
+class DeviceShare:
+    """One offload device's bar: what the estimate puts on it against its free memory."""
+
+    name: str  # "RPC0 (host:port)", or a local GPU's name
+    needed: int
+    free: int
 
 
 @dataclass(frozen=True)
@@ -41,6 +67,11 @@ class FitView:
     weights_bytes: int = 0
     compute_bytes: int = 0
     gpu_note: str | None = None
+    # with RPC workers counted: one share per offload device (workers first) and where the
+    # layers go ("layers 0-7 on RPC0 (host:port)", ...); empty without workers
+    devices: tuple[DeviceShare, ...] = ()
+    placement: tuple[str, ...] = ()
+    worker_note: str | None = None  # the workers in the list that are not counted, and why
 
     @property
     def exact(self) -> bool:
@@ -58,13 +89,39 @@ def _memory() -> AvailableMemory:
     return memory
 
 
-def estimate(knobs: ServerKnobs) -> FitView:
-    """The fit of ``knobs.model`` with these knobs on this machine."""
+def with_workers(
+    memory: AvailableMemory,
+    rpc: str | None,
+    workers: Mapping[str, WorkerProbe | WorkerState] | None,
+) -> tuple[AvailableMemory, str | None]:
+    """``memory`` with the devices of the ``rpc`` workers that answered their last probe
+    (``workers``: each endpoint's probe, or its state in the Workers tab when it has none),
+    and a note naming the others, which are not counted."""
+    probes: list[WorkerProbe] = []
+    missing: list[str] = []
+    for endpoint in parse_workers(rpc):
+        found = (workers or {}).get(endpoint, "untested")
+        if isinstance(found, WorkerProbe):
+            probes.append(found)
+        else:
+            missing.append(f"{endpoint} is {_NOT_COUNTED[found]}")
+    note = None
+    if missing:
+        its = "its memory is" if len(missing) == 1 else "their memory is"
+        note = f"{'; '.join(missing)}: {its} not counted"
+    return with_probed(memory, probes), note
+
+
+def estimate(
+    knobs: ServerKnobs, workers: Mapping[str, WorkerProbe | WorkerState] | None = None
+) -> FitView:
+    """The fit of ``knobs.model`` with these knobs on this machine, counting the devices
+    of the ``knobs.rpc`` workers that ``workers`` (the Workers tab's last probes) holds."""
     facts = model_facts(knobs.model)
     if facts is None:
         return FitView("unknown", "Pick a model to see whether it fits.")
     try:
-        memory = _memory()
+        memory, worker_note = with_workers(_memory(), knobs.rpc, workers)
         draft = model_facts(knobs.model_draft) if knobs.model_draft else None
         est = estimate_fit(
             cached_header(facts.path),
@@ -75,6 +132,7 @@ def estimate(knobs: ServerKnobs) -> FitView:
     except (QuantDeskError, OSError, ValueError) as exc:
         return FitView("unknown", f"Could not estimate: {exc}")
     summary = "" if est.verdict == "fits" else est.message[:1].upper() + est.message[1:] + "."
+    remote = any(g.name.startswith("RPC") for g in memory.gpus)
     return FitView(
         verdict=est.verdict,
         summary=summary,
@@ -86,6 +144,11 @@ def estimate(knobs: ServerKnobs) -> FitView:
         weights_bytes=est.weights_bytes,
         compute_bytes=est.compute_bytes,
         gpu_note=est.gpu_note or memory.gpu_note,
+        devices=tuple(DeviceShare(g.name, g.needed_bytes, g.free_bytes) for g in est.gpus)
+        if remote
+        else (),
+        placement=tuple(est.placement) if remote else (),
+        worker_note=worker_note,
     )
 
 

@@ -362,6 +362,7 @@ class ServerPage(QWidget):
         self.workers_box = WorkersBox(knob_choices("split_mode"))
         self.workers_box.workers_changed.connect(self._on_knob_changed)
         self.workers_box.workers_changed.connect(self._show_rpc_tab_titles)
+        self.workers_box.worker_probed.connect(lambda _endpoint: self._fit_timer.start())
         self.share_box = ShareBox(self.context.share, self.settings.share)
         self.context.share.state_changed.connect(self._show_rpc_tab_titles)
         self.rpc_tabs = QTabWidget()
@@ -487,7 +488,7 @@ class ServerPage(QWidget):
         )
 
     def refresh_fit(self) -> FitView:
-        view = estimate(self.knobs())
+        view = estimate(self.knobs(), self.workers_box.fit_workers())
         self.fit_bar.set_view(view)
         self._show_stack(view)
         return view

@@ -27,6 +27,7 @@ from PySide6.QtWidgets import (
 from app.page_models.rpc_workers import (
     TESTING,
     UNTESTED,
+    WorkerState,
     WorkerView,
     check_tensor_split,
     failure_view,
@@ -67,6 +68,7 @@ class WorkersBox(QGroupBox):
     """The RPC workers the server uses, each with its state and free memory."""
 
     workers_changed = Signal()  # the list, the tensor split or the split mode changed
+    worker_probed = Signal(str)  # a Test of this endpoint came back (answered or not)
 
     COLUMNS = ("Worker", "State", "Free memory")
 
@@ -74,6 +76,7 @@ class WorkersBox(QGroupBox):
         super().__init__("Workers: other machines' memory (RPC)", parent)
         self.setToolTip(WORKERS_TIP)
         self.views: dict[str, WorkerView] = {}
+        self.probes: dict[str, WorkerProbe] = {}  # each worker's last answer, while it holds
         v = QVBoxLayout(self)
         v.setSpacing(8)
         self.table = list_table(self.COLUMNS)
@@ -181,6 +184,7 @@ class WorkersBox(QGroupBox):
         if row < 0:
             return
         self.views.pop(self._endpoint_at(row), None)
+        self.probes.pop(self._endpoint_at(row), None)
         self.table.removeRow(row)
         self.detail_label.clear()
         self._show_buttons()
@@ -209,11 +213,28 @@ class WorkersBox(QGroupBox):
             self,
             lambda: probe(endpoint),
             lambda result: self._on_probed(endpoint, result),
-            lambda message: self._show_view(endpoint, failure_view(message)),
+            lambda message: self._on_failed(endpoint, message),
         )
 
     def _on_probed(self, endpoint: str, result: WorkerProbe) -> None:
+        self.probes[endpoint] = result
         self._show_view(endpoint, probe_view(result))
+        self.worker_probed.emit(endpoint)
+
+    def _on_failed(self, endpoint: str, message: str) -> None:
+        self.probes.pop(endpoint, None)
+        self._show_view(endpoint, failure_view(message))
+        self.worker_probed.emit(endpoint)
+
+    def fit_workers(self) -> dict[str, WorkerProbe | WorkerState]:
+        """For the fit estimate: each listed worker's last answer, or, without one that
+        holds, its state (untested, testing, busy...)."""
+        out: dict[str, WorkerProbe | WorkerState] = {}
+        for endpoint in self.workers():
+            view = self.views.get(endpoint, UNTESTED)
+            found = self.probes.get(endpoint)
+            out[endpoint] = found if found is not None and view.state == "ready" else view.state
+        return out
 
     def _show_view(self, endpoint: str, view: WorkerView) -> None:
         self.views[endpoint] = view

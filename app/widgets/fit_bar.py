@@ -3,7 +3,11 @@
 While a library server runs the bars stack the models it holds, each a segment of its own,
 then the chosen model about to load, against the free memory (the server's reserve hatched
 at the end); a legend under the bars names them and says what loading the chosen model does
-(:mod:`app.page_models.memory_stack`)."""
+(:mod:`app.page_models.memory_stack`).
+
+With RPC workers counted the VRAM bar becomes one bar per offload device (the workers'
+first, as llama.cpp orders them), each "needed of free", and a line says which layers go
+where. Without workers it is the one VRAM bar."""
 
 from __future__ import annotations
 
@@ -13,7 +17,7 @@ from PySide6.QtCore import QRectF, Qt
 from PySide6.QtGui import QBrush, QColor, QFontMetrics, QPainter, QPainterPath, QPaintEvent
 from PySide6.QtWidgets import QGridLayout, QLabel, QWidget
 
-from app.page_models.fit_adapter import FitView
+from app.page_models.fit_adapter import DeviceShare, FitView
 from app.page_models.memory_stack import LoadPlan, MemoryStack, Segment, legend
 from app.theme import BAD, GOOD, IDLE, WARN
 from app.widgets.fit_badge import VERDICT_LOOKS
@@ -141,12 +145,32 @@ def _nbsp(text: str) -> str:
     return text.replace(" ", "&nbsp;").replace("-", "\u2011")
 
 
+class _DeviceRow:
+    """One offload device's row: its name, its bar, "needed of free"."""
+
+    def __init__(self) -> None:
+        self.label = QLabel()
+        self.meter = _Meter()
+        self.text = QLabel()
+        self.text.setMinimumWidth(170)
+        self.text.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+
+    def show_share(self, share: DeviceShare) -> None:
+        self.label.setText(share.name)
+        self.label.setToolTip(share.name)
+        self.meter.set_values(share.needed, share.free)
+        self.text.setText(f"{human_bytes(share.needed)} of {human_bytes(share.free)} free")
+
+    def widgets(self) -> tuple[QLabel, _Meter, QLabel]:
+        return self.label, self.meter, self.text
+
+
 class FitBar(QWidget):
     """Shows a :class:`FitView`, and with :meth:`set_stacks` a library server's models."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        grid = QGridLayout(self)
+        self.grid = grid = QGridLayout(self)
         grid.setContentsMargins(0, 0, 0, 0)
         grid.setHorizontalSpacing(10)
         grid.setVerticalSpacing(6)
@@ -169,20 +193,62 @@ class FitBar(QWidget):
         self.legend.setWordWrap(True)
         self.legend.setTextFormat(Qt.TextFormat.RichText)
         self.legend.hide()
-        grid.addWidget(self.badge, 0, 0, 1, 1)
-        grid.addWidget(self.summary, 0, 1, 1, 2)
-        grid.addWidget(self.vram_label, 1, 0)
-        grid.addWidget(self.vram_meter, 1, 1)
-        grid.addWidget(self.vram_text, 1, 2)
-        grid.addWidget(self.ram_label, 2, 0)
-        grid.addWidget(self.ram_meter, 2, 1)
-        grid.addWidget(self.ram_text, 2, 2)
-        grid.addWidget(self.legend, 3, 0, 1, 3)
+        # with RPC workers: a row per offload device instead of the VRAM row, and the layers
+        self.device_rows: list[_DeviceRow] = []
+        self.placement = QLabel()
+        self.placement.setWordWrap(True)
+        self.placement.setProperty("muted", True)
+        self.placement.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.placement.hide()
         grid.setColumnStretch(1, 1)
+        self._devices_laid_out = -1
+        self._lay_out(0)
         self.view: FitView | None = None
         self.stacks: tuple[MemoryStack, MemoryStack | None] | None = None
         self.plan = LoadPlan("", "")
         self.colours: dict[str, str] = {}
+
+    def _lay_out(self, devices: int) -> None:
+        """Put the rows in order: verdict, VRAM (or ``devices`` device rows), RAM, the
+        layers line, the legend."""
+        if devices == self._devices_laid_out:
+            return
+        self._devices_laid_out = devices
+        grid = self.grid
+        while len(self.device_rows) < devices:
+            row = _DeviceRow()
+            self.device_rows.append(row)
+            for part in row.widgets():
+                part.setParent(self)
+        for old in self._row_widgets():
+            grid.removeWidget(old)
+        grid.addWidget(self.badge, 0, 0, 1, 1)
+        grid.addWidget(self.summary, 0, 1, 1, 2)
+        rows: list[tuple[QLabel, _Meter, QLabel]] = [
+            (self.vram_label, self.vram_meter, self.vram_text)
+        ]
+        if devices:
+            rows = [r.widgets() for r in self.device_rows[:devices]]
+        rows.append((self.ram_label, self.ram_meter, self.ram_text))
+        for r, widgets in enumerate(rows, start=1):
+            for column, cell in enumerate(widgets):
+                grid.addWidget(cell, r, column)
+        grid.addWidget(self.placement, len(rows) + 1, 0, 1, 3)
+        grid.addWidget(self.legend, len(rows) + 2, 0, 1, 3)
+        for widget in (self.vram_label, self.vram_meter, self.vram_text):
+            widget.setVisible(not devices)
+        for i, row in enumerate(self.device_rows):
+            for widget in row.widgets():
+                widget.setVisible(i < devices)
+        self.placement.setVisible(bool(devices))
+
+    def _row_widgets(self) -> list[QWidget]:
+        out: list[QWidget] = [self.badge, self.summary, self.vram_label, self.vram_meter]
+        out += [self.vram_text, self.ram_label, self.ram_meter, self.ram_text]
+        out += [self.placement, self.legend]
+        for row in self.device_rows:
+            out += row.widgets()
+        return out
 
     def set_view(self, view: FitView) -> None:
         self.view = view
@@ -202,9 +268,14 @@ class FitBar(QWidget):
         if view.compute_bytes:
             parts.append(f"compute {human_bytes(view.compute_bytes)}")
         summary = " · ".join(parts)
-        if view.summary:
-            summary = f"{summary}. {view.summary}" if summary else view.summary
+        for said in (view.summary, view.worker_note and f"{view.worker_note}."):
+            if said:
+                summary = f"{summary}. {said}" if summary else said
         self.summary.setText(summary)
+        self._lay_out(len(view.devices))
+        for row, share in zip(self.device_rows, view.devices, strict=False):
+            row.show_share(share)
+        self.placement.setText("Layers: " + "; ".join(view.placement) if view.placement else "")
         self.vram_meter.set_values(view.vram_needed, view.vram_total)
         if view.vram_total:
             self.vram_text.setText(

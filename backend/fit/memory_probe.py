@@ -7,11 +7,13 @@ nothing here ever raises for a missing GPU.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 import psutil
 
-from backend.fit.remote_memory import remote_devices
+from backend.fit.remote_memory import probe_workers, worker_devices
+from backend.llama.rpc_probe import WorkerProbe
 from backend.system.gpu_info import gpu_snapshot
 from backend.system.system_stats import GpuStats
 
@@ -43,7 +45,18 @@ def with_remote(memory: AvailableMemory, rpc: str | None) -> AvailableMemory:
     server gives llama.cpp); the note says which workers did not answer."""
     if not rpc:
         return memory
-    remote, notes = remote_devices(rpc)
+    probes, notes = probe_workers(rpc)
+    return with_probed(memory, probes, notes)
+
+
+def with_probed(
+    memory: AvailableMemory, probes: Sequence[WorkerProbe], notes: Sequence[str] = ()
+) -> AvailableMemory:
+    """``memory`` with the devices of workers already probed (``probes``, in ``--rpc``
+    order) ahead of the local GPUs; ``notes`` say which workers are not counted."""
+    if not probes and not notes:
+        return memory
+    remote = worker_devices(probes)
     local = [g.model_copy(update={"index": len(remote) + i}) for i, g in enumerate(memory.gpus)]
     gpus = remote + local
     note = "; ".join(n for n in (*notes, memory.gpu_note if not gpus else None) if n) or None
