@@ -199,6 +199,8 @@ class Kit:
         cuda_ok = llama_build.cuda_lib_built(self.paths.build) if self.plan.cuda else None
         tail = (self.paths.logs / "build.log").read_text(errors="replace").splitlines()[-5:]
         ok = rc == 0 and not missing and cuda_ok is not False
+        if ok:
+            link_package_libs(self.paths)
         return {
             "ok": ok,
             "exit_code": rc,
@@ -206,6 +208,7 @@ class Kit:
             "missing": missing,
             "libggml_cuda": cuda_ok,
             "log_tail": tail,
+            "package_lib_linked_to_build": ok,
             "error": None if ok else f"build exit {rc}, missing {missing}",
         }
 
@@ -366,6 +369,18 @@ class Kit:
         (out / "summary.txt").write_text(kit_summary.summary(data), encoding="utf-8")
         (out / "logs.txt").write_text(kit_summary.log_tails(self.paths.logs), encoding="utf-8")
         return out
+
+
+def link_package_libs(paths: KitPaths) -> None:
+    """``llama_cpp/lib`` of the carried package -> the build's libraries. The engine loads
+    ``libllama`` through ``LLAMA_CPP_LIB_PATH``, but code that opens ``libggml`` from the
+    package's own ``lib`` folder (backend/llama/rpc_ggml.py) must find the same file."""
+    lib = paths.carry / "pypkg" / "llama_cpp" / "lib"
+    if lib.is_symlink() or lib.is_file():
+        lib.unlink()
+    elif lib.is_dir():
+        shutil.rmtree(lib)
+    lib.symlink_to(paths.lib_dir.resolve(), target_is_directory=True)
 
 
 def _shell(cmd: list[str]) -> str:

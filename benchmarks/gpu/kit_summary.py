@@ -98,7 +98,7 @@ def _brief(step: dict[str, Any]) -> str:
         return f"{r.get('n_params')} params, F16 {_mib(r.get('f16_bytes'))}"
     if name == "imports":
         return (
-            f"gpu offload {r.get('supports_gpu_offload')}, rpc {r.get('supports_rpc')}, "
+            f"local GPU devices {r.get('gpu_devices')}, rpc {r.get('supports_rpc')}, "
             f"devices {r.get('ggml_devices')}"
         )
     if name == "quantize":

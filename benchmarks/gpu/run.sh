@@ -26,6 +26,11 @@ else
 fi
 LIMIT=585  # under the device tool's 600 s per command
 [[ " $* " == *" --dry-run "* ]] && LIMIT=4000  # a CPU build on 2 cores takes ~15-30 min
+if ! command -v nvcc >/dev/null; then  # CMake needs nvcc; the toolkit may not be on PATH
+    for d in /usr/local/cuda/bin /usr/local/cuda-*/bin; do
+        [[ -x "$d/nvcc" ]] && export PATH="$d:$PATH" && break
+    done
+fi
 export QD_GPU_PYTHON="$PY" PYTHONUNBUFFERED=1
 cd "$ROOT"
 mkdir -p "$OUT_DIR"

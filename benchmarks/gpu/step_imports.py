@@ -25,11 +25,17 @@ def ggml_devices(lib_dir: str) -> list[str]:
     lib.ggml_backend_dev_name.argtypes = [ctypes.c_void_p]
     lib.ggml_backend_dev_description.restype = ctypes.c_char_p
     lib.ggml_backend_dev_description.argtypes = [ctypes.c_void_p]
+    lib.ggml_backend_dev_type.restype = ctypes.c_int
+    lib.ggml_backend_dev_type.argtypes = [ctypes.c_void_p]
+    kinds = ("CPU", "GPU", "IGPU", "ACCEL", "META")
     out = []
     for i in range(lib.ggml_backend_dev_count()):
         dev = lib.ggml_backend_dev_get(i)
         name = lib.ggml_backend_dev_name(dev).decode(errors="replace")
-        out.append(f"{name} ({lib.ggml_backend_dev_description(dev).decode(errors='replace')})")
+        kind = lib.ggml_backend_dev_type(dev)
+        kind_name = kinds[kind] if 0 <= kind < len(kinds) else str(kind)
+        desc = lib.ggml_backend_dev_description(dev).decode(errors="replace")
+        out.append(f"{kind_name} {name} ({desc})")
     return out
 
 
@@ -51,7 +57,9 @@ def main() -> dict[str, Any]:
         "llama_cpp_version": llama_cpp.__version__,
         "llama_cpp_from_carry": "pypkg" in origin,
         "lib_path": os.environ.get("LLAMA_CPP_LIB_PATH"),
+        # llama.cpp says true for a build with RPC too; gpu_devices counts local GPUs
         "supports_gpu_offload": bool(llama_cpp.llama_supports_gpu_offload()),
+        "gpu_devices": sum(d.startswith(("GPU ", "IGPU ")) for d in devices),
         "supports_rpc": bool(llama_cpp.llama_supports_rpc()),
         "ggml_devices": devices,
     }
