@@ -15,7 +15,7 @@ from html import escape
 
 from PySide6.QtCore import QRectF, Qt
 from PySide6.QtGui import QBrush, QColor, QFontMetrics, QPainter, QPainterPath, QPaintEvent
-from PySide6.QtWidgets import QGridLayout, QLabel, QWidget
+from PySide6.QtWidgets import QGridLayout, QHBoxLayout, QLabel, QWidget
 
 from app.page_models.fit_adapter import DeviceShare, FitView
 from app.page_models.memory_stack import LoadPlan, MemoryStack, Segment, legend
@@ -200,6 +200,10 @@ class FitBar(QWidget):
         self.placement.setProperty("muted", True)
         self.placement.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.placement.hide()
+        self.head = QWidget(self)  # the badge and the summary in one row, with devices
+        self.head_row = QHBoxLayout(self.head)
+        self.head_row.setContentsMargins(0, 0, 0, 0)
+        self.head_row.setSpacing(10)
         grid.setColumnStretch(1, 1)
         self._devices_laid_out = -1
         self._lay_out(0)
@@ -222,8 +226,16 @@ class FitBar(QWidget):
                 part.setParent(self)
         for old in self._row_widgets():
             grid.removeWidget(old)
-        grid.addWidget(self.badge, 0, 0, 1, 1)
-        grid.addWidget(self.summary, 0, 1, 1, 2)
+        for label in (self.badge, self.summary):
+            self.head_row.removeWidget(label)
+        if devices:  # the device names widen the first column: the summary starts at the badge
+            self.head_row.addWidget(self.badge, 0, Qt.AlignmentFlag.AlignVCenter)
+            self.head_row.addWidget(self.summary, 1)
+            grid.addWidget(self.head, 0, 0, 1, 3)
+        else:
+            grid.addWidget(self.badge, 0, 0, 1, 1)
+            grid.addWidget(self.summary, 0, 1, 1, 2)
+        self.head.setVisible(bool(devices))
         rows: list[tuple[QLabel, _Meter, QLabel]] = [
             (self.vram_label, self.vram_meter, self.vram_text)
         ]
@@ -235,17 +247,17 @@ class FitBar(QWidget):
                 grid.addWidget(cell, r, column)
         grid.addWidget(self.placement, len(rows) + 1, 0, 1, 3)
         grid.addWidget(self.legend, len(rows) + 2, 0, 1, 3)
-        for widget in (self.vram_label, self.vram_meter, self.vram_text):
-            widget.setVisible(not devices)
+        for vram in (self.vram_label, self.vram_meter, self.vram_text):
+            vram.setVisible(not devices)
         for i, row in enumerate(self.device_rows):
-            for widget in row.widgets():
-                widget.setVisible(i < devices)
+            for part in row.widgets():
+                part.setVisible(i < devices)
         self.placement.setVisible(bool(devices))
 
     def _row_widgets(self) -> list[QWidget]:
         out: list[QWidget] = [self.badge, self.summary, self.vram_label, self.vram_meter]
         out += [self.vram_text, self.ram_label, self.ram_meter, self.ram_text]
-        out += [self.placement, self.legend]
+        out += [self.placement, self.legend, self.head]
         for row in self.device_rows:
             out += row.widgets()
         return out

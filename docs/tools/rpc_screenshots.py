@@ -1,14 +1,15 @@
-"""Screenshots of the Server page's RPC section (issue 20): the Workers tab probing a real
-``quantdesk worker`` on a loopback port and a dead port, and the "Share this machine" tab
-sharing (loopback), then with other machines allowed (its warning).
+"""Screenshots of the Server page's RPC section (issue 20): the Workers tab probing two real
+``quantdesk worker`` processes on loopback ports and a dead port, the fit box counting the
+two workers (a bar per device, the layers line, the dead one said), and the "Share this
+machine" tab sharing (loopback), then with other machines allowed (its warning).
 
     QT_QPA_PLATFORM=offscreen .venv/bin/python -m docs.tools.rpc_screenshots \
         [--out docs/screenshots]
     QT_QPA_PLATFORM=offscreen .venv/bin/python -m docs.tools.rpc_screenshots \
         --size 1280x720 --out docs/screenshots/1280x720
 
-Writes ``server-workers.png`` and ``server-share.png``. Settings go to a temporary
-``QUANTDESK_HOME``; the worker and the shared worker are stopped at the end.
+Writes ``server-workers.png``, ``server-fit-workers.png`` and ``server-share.png``. Settings
+go to a temporary ``QUANTDESK_HOME``; the workers and the shared worker are stopped at the end.
 Documentation tooling, run from the repository root; not part of the app.
 """
 
@@ -57,14 +58,14 @@ def take(out: Path, size: tuple[int, int]) -> None:
 
     from app.pages.server_page import ServerPage
 
-    proc, endpoint = _start_worker()
+    workers = [_start_worker(), _start_worker()]
     window = open_window(size)
     try:
         window.show_page("server")
         page = window.page("server")
         assert isinstance(page, ServerPage)
         box = page.workers_box
-        for address in (endpoint, f"127.0.0.1:{_free_port()}"):
+        for address in (*(e for _, e in workers), f"127.0.0.1:{_free_port()}"):
             box.endpoint_edit.setText(address)
             box.add_from_edit()
         wait_until(lambda: all(v.state != "testing" for v in box.views.values()), 30)
@@ -79,8 +80,17 @@ def take(out: Path, size: tuple[int, int]) -> None:
         window.grab().save(str(out / "server-workers.png"))
         log.info("wrote %s", out / "server-workers.png")
 
+        # the fit box: a bar per worker device, the layers line, the dead worker said
+        wait_until(lambda: len(page.fit_bar.view.devices if page.fit_bar.view else ()) == 2, 30)
+        fit_box = page.fit_bar.parentWidget()
+        column.verticalScrollBar().setValue(fit_box.y() - 12)
+        wait_until(lambda: False, 0.3)
+        window.grab().save(str(out / "server-fit-workers.png"))
+        log.info("wrote %s", out / "server-fit-workers.png")
+
         share = page.share_box
         page.rpc_tabs.setCurrentWidget(share)
+        column.verticalScrollBar().setValue(column.verticalScrollBar().maximum())
         share.port_spin.setValue(_free_port())
         share.toggle.setChecked(True)
         if not wait_until(lambda: share.supervisor.state.value == "sharing", 90):
@@ -90,8 +100,9 @@ def take(out: Path, size: tuple[int, int]) -> None:
         log.info("wrote %s", out / "server-share.png")
     finally:
         window.close()  # stops the shared worker
-        proc.terminate()
-        proc.wait(20)
+        for proc, _ in workers:
+            proc.terminate()
+            proc.wait(20)
 
 
 def main() -> int:
