@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,11 +30,19 @@ Handle = int
 _lib: list[ctypes.CDLL] = []
 
 
+def llama_lib_dir() -> Path:
+    """Where llama-cpp-python takes its shared libraries from."""
+    override = os.environ.get("LLAMA_CPP_LIB_PATH")
+    return Path(override) if override else Path(llama_cpp.__file__).parent / "lib"
+
+
 def ggml() -> ctypes.CDLL:
     """llama-cpp-python's ``libggml`` (loaded once), with the signatures used here."""
     if _lib:
         return _lib[0]
-    lib = load_shared_library("ggml", Path(llama_cpp.__file__).parent / "lib")
+    # the folder llama-cpp-python loaded libllama from (LLAMA_CPP_LIB_PATH overrides it, as
+    # the GPU kit's own CUDA build does), so that ggml is the one llama.cpp uses
+    lib = load_shared_library("ggml", llama_lib_dir())
     vp, cp, sz = ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t
     signatures: dict[str, tuple[list[type], type | None]] = {
         "ggml_backend_reg_by_name": ([cp], vp),
