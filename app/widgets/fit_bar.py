@@ -287,7 +287,8 @@ class FitBar(QWidget):
         self._lay_out(len(view.devices))
         for row, share in zip(self.device_rows, view.devices, strict=False):
             row.show_share(share)
-        self.placement.setText("Layers: " + "; ".join(view.placement) if view.placement else "")
+        where = "; ".join(view.placement)  # "layers 0-7 on RPC0 (...); layers 8-29 + output ..."
+        self.placement.setText(where[:1].upper() + where[1:])
         self.vram_meter.set_values(view.vram_needed, view.vram_total)
         if view.vram_total:
             self.vram_text.setText(

@@ -103,7 +103,7 @@ def test_an_untested_worker_is_said_then_counted_after_test_connection(
         assert bar.vram_label.isHidden() and not bar.ram_label.isHidden()
         assert "not counted" not in bar.summary.text()
         layers = bar.placement.text()
-        assert layers.startswith("Layers: layers 0-") and f"on RPC0 ({endpoint})" in layers
+        assert layers.startswith("Layers 0-") and f"on RPC0 ({endpoint})" in layers
         assert not bar.placement.isHidden()
         assert page.fit_bar.view is not None and page.fit_bar.view.verdict == "fits"
     finally:
