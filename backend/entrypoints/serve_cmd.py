@@ -40,6 +40,9 @@ class _ModelsAction(argparse.Action):
         setattr(namespace, self.dest, str(values))
 
 
+log = logging.getLogger(__name__)
+
+
 def register(subparsers: Any) -> None:
     from backend.hub.hub_settings import HubSettings
 
@@ -55,6 +58,9 @@ def register(subparsers: Any) -> None:
         "-m", "--model", dest="model", action=_ModelsAction, default=argparse.SUPPRESS,
         help=_MODEL_HELP,
     )  # fmt: skip
+    # a router's model server: one model in this process, whatever the flags (else a
+    # model on --rpc workers would start a router of its own)
+    group.add_argument("--model-server", action="store_true", help=argparse.SUPPRESS)
     add_settings_flags(parser, EngineSettings, skip=("model",))
     add_settings_flags(parser, ServerSettings)
     add_settings_flags(parser, RouterSettings)
@@ -69,6 +75,12 @@ def _model_from_environment() -> bool:
 def run(args: argparse.Namespace) -> int:
     models: list[str] = list(getattr(args, "models", []))
     if len(models) == 1 or (not models and _model_from_environment()):
+        engine = settings_from_args(EngineSettings, args)
+        if engine.rpc and not args.model_server:
+            # llama.cpp aborts the process whose RPC worker is lost (GGML_ABORT); served
+            # from a child of the router, the model fails and the server stays up
+            log.info("--rpc: the model is served from a child process of a router")
+            return _run_router(args, models or [str(engine.model)])
         return _run_single(args)
     return _run_router(args, models)
 

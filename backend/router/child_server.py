@@ -75,7 +75,7 @@ def child_argv(engine: EngineSettings, server: ServerSettings) -> list[str]:
 
 def serve_args(engine: EngineSettings, server: ServerSettings) -> list[str]:
     """``serve`` and its flags: the CLI's arguments for a child, after the program."""
-    return ["serve", *settings_argv(engine), *settings_argv(server)]
+    return ["serve", "--model-server", *settings_argv(engine), *settings_argv(server)]
 
 
 def new_forker() -> ServerForker | None:
