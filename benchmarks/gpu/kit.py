@@ -349,6 +349,25 @@ class Kit:
             ),
             needs=("quantize",),
         )
+        self.step(
+            "router",
+            lambda t: self.child(
+                "router",
+                "step_router",
+                [
+                    "--model",
+                    "synth-Q4_K_M.gguf",
+                    "--ctx",
+                    str(plan.fit_ctx),
+                    "--parallel",
+                    str(plan.fit_parallel),
+                    "--threads",
+                    threads,
+                ],
+                t,
+            ),
+            needs=("quantize",),
+        )
         if self.build_proc is not None and self.build_proc.poll() is None:
             self.build_proc.kill()
 

@@ -55,6 +55,7 @@ GPU = Plan(
         "peer": 90,
         "oversize": 25,
         "kld": 30,
+        "router": 30,
     },
 )
 
@@ -85,5 +86,6 @@ DRY_RUN = Plan(
         "peer": 90,
         "oversize": 30,
         "kld": 30,
+        "router": 40,
     },
 )

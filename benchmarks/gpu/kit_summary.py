@@ -84,7 +84,29 @@ def _kld_lines(result: dict[str, Any]) -> list[str]:
     ]
 
 
-DETAIL = {"fit": _fit_lines, "peer": _peer_lines, "oversize": _oversize_lines, "kld": _kld_lines}
+def _router_lines(result: dict[str, Any]) -> list[str]:
+    if "rss_taken_mib" not in result:
+        return []
+    vram = (
+        f"VRAM taken {result['vram_taken_mib']} MiB, left after unload {result['vram_left_mib']}"
+        f" MiB; "
+        if "vram_taken_mib" in result
+        else "no NVML; "
+    )
+    return [
+        f"    library router, {result['model']}: load {result.get('load_s')} s, estimate "
+        f"{_mib(result.get('estimate_bytes'))}; {vram}RSS taken {result['rss_taken_mib']} MiB, "
+        f"left {result['rss_left_mib']} MiB"
+    ]
+
+
+DETAIL = {
+    "fit": _fit_lines,
+    "peer": _peer_lines,
+    "oversize": _oversize_lines,
+    "kld": _kld_lines,
+    "router": _router_lines,
+}
 
 
 def _brief(step: dict[str, Any]) -> str:
