@@ -180,8 +180,16 @@ def decode_costs(args: argparse.Namespace, prompt: list[int]) -> dict[int, float
     from backend.settings.default_model import default_model_path
     from backend.settings.engine_settings import EngineSettings
 
-    settings = EngineSettings(ctx_size=args.ctx, parallel=args.parallel, threads=args.threads)
-    runtime = ModelRuntime(default_model_path(), settings, n_seq_max=args.parallel)
+    settings = EngineSettings(
+        ctx_size=args.ctx,
+        parallel=args.parallel,
+        threads=args.threads,
+        gpu_layers=args.gpu_layers,
+    )
+    model = Path(args.model) if args.model else default_model_path()
+    runtime = ModelRuntime(model, settings, n_seq_max=args.parallel)
+    # another model (the GPU kit's synthetic one) times the same rows: ids within its vocab
+    prompt = [t % runtime.n_vocab for t in prompt]
     ctx, memory = runtime.ctx, runtime.memory
     rows_max = MAX_DRAFT + 1
     batch = llama_cpp.llama_batch_init(max(rows_max, runtime.n_batch), 0, 1)
@@ -240,6 +248,13 @@ def main(argv: list[str] | None = None) -> int:
         "device where verifying a row is nearly free (a GPU, memory-bound) would give",
     )
     parser.add_argument("--name", default="spec-oracle", help="the result file's name")
+    parser.add_argument(
+        "--measure",
+        action="store_true",
+        help="with --reuse: measure the decode costs again, here (on --model, -ngl)",
+    )
+    parser.add_argument("--model", help="GGUF to time decodes on (default: the embedded model)")
+    parser.add_argument("-ngl", "--gpu-layers", type=int, default=0)
     args = parser.parse_args(argv)
 
     from backend.engine.speculative.draft_policy import consistent
@@ -248,6 +263,9 @@ def main(argv: list[str] | None = None) -> int:
         kept = json.loads(args.reuse.read_text())
         pairs = [(p, o) for p, o in kept["pairs"]]
         cost = {int(r): s for r, s in kept["cost"].items()}
+        if args.measure:
+            cost = decode_costs(args, pairs[0][0])
+            consistent(cost)
     else:
         pairs = generate(args)
         cost = decode_costs(args, pairs[0][0])

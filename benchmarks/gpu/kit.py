@@ -368,6 +368,14 @@ class Kit:
             ),
             needs=("quantize",),
         )
+        spec_args = ["--model", "synth-Q4_K_M.gguf", "--threads", threads]
+        self.step(
+            "spec",
+            lambda t: self.child(
+                "spec", "step_spec", spec_args + ([] if p.dry_run else ["--gpu"]), t
+            ),
+            needs=("quantize",),
+        )
         if self.build_proc is not None and self.build_proc.poll() is None:
             self.build_proc.kill()
 

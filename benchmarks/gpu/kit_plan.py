@@ -56,6 +56,7 @@ GPU = Plan(
         "oversize": 25,
         "kld": 30,
         "router": 30,
+        "spec": 20,
     },
 )
 
@@ -87,5 +88,6 @@ DRY_RUN = Plan(
         "oversize": 30,
         "kld": 30,
         "router": 40,
+        "spec": 60,
     },
 )

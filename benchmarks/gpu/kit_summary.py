@@ -100,12 +100,24 @@ def _router_lines(result: dict[str, Any]) -> list[str]:
     ]
 
 
+def _spec_lines(result: dict[str, Any]) -> list[str]:
+    gain = result.get("gain_over_no_speculation")
+    if not gain:
+        return []
+    return [
+        f"    edit answers replayed on this device's decode costs {result['decode_ms_by_rows']} ms:"
+        f" oracle {gain['oracle']}x, our policy {gain['cost']}x, hindsight {gain['hindsight']}x,"
+        f" whole drafts {gain['full']}x"
+    ]
+
+
 DETAIL = {
     "fit": _fit_lines,
     "peer": _peer_lines,
     "oversize": _oversize_lines,
     "kld": _kld_lines,
     "router": _router_lines,
+    "spec": _spec_lines,
 }
 
 
