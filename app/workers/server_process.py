@@ -19,15 +19,13 @@ import collections
 import enum
 import json
 import logging
-import os
 import shutil
-import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 import httpx
-from PySide6.QtCore import QObject, QProcess, QProcessEnvironment, QTimer, QUrl, Signal
+from PySide6.QtCore import QObject, QProcess, QTimer, QUrl, Signal
 from PySide6.QtNetwork import QNetworkAccessManager, QNetworkReply, QNetworkRequest
 
 from app.page_models.router_models import library_model_id, model_overrides
@@ -39,12 +37,11 @@ from app.page_models.server_command import (
 )
 from app.page_models.server_errors import ServerProcessError, explain_exit, explain_load_failure
 from app.storage.app_settings import ServerKnobs
+from app.workers.quantdesk_process import quantdesk_process
 from backend.core.errors import QuantDeskError
 from backend.settings.model_settings_store import ModelSettingsStore
 
 log = logging.getLogger(__name__)
-
-_PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 
 class ServerState(enum.StrEnum):
@@ -157,19 +154,7 @@ class ServerSupervisor(QObject):
                 self._knobs, self._port_dir / "port", library=self._model_id is not None
             ),
         ]
-        process = QProcess(self)
-        process.setProcessChannelMode(QProcess.ProcessChannelMode.MergedChannels)
-        env = QProcessEnvironment.systemEnvironment()
-        env.insert("PYTHONUNBUFFERED", "1")
-        for name, value in serve_environment(self._knobs).items():
-            if value is None:
-                env.remove(name)
-            else:
-                env.insert(name, value)
-        if not getattr(sys, "frozen", False):
-            extra = env.value("PYTHONPATH", "")
-            env.insert("PYTHONPATH", os.pathsep.join(p for p in (str(_PROJECT_ROOT), extra) if p))
-        process.setProcessEnvironment(env)
+        process = quantdesk_process(self, serve_environment(self._knobs))
         process.readyReadStandardOutput.connect(self._on_output)
         process.finished.connect(self._on_finished)
         process.errorOccurred.connect(self._on_error)

@@ -13,19 +13,16 @@ from __future__ import annotations
 import collections
 import enum
 import logging
-import os
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from PySide6.QtCore import QObject, QProcess, QProcessEnvironment, QTimer, Signal
+from PySide6.QtCore import QObject, QProcess, QTimer, Signal
 
 from app.page_models.rpc_workers import READY_MARK, worker_arguments, worker_failure
 from app.page_models.server_command import launcher_prefix
+from app.workers.quantdesk_process import quantdesk_process
 
 log = logging.getLogger(__name__)
-
-_PROJECT_ROOT = Path(__file__).resolve().parent.parent.parent
 
 
 class ShareState(enum.StrEnum):
@@ -83,14 +80,7 @@ class ShareSupervisor(QObject):
         self._tail.clear()
         program, *prefix = self._launcher()
         args = [*prefix, *worker_arguments(port, allow_remote)]
-        process = QProcess(self)
-        process.setProcessChannelMode(QProcess.ProcessChannelMode.MergedChannels)
-        env = QProcessEnvironment.systemEnvironment()
-        env.insert("PYTHONUNBUFFERED", "1")
-        if not getattr(sys, "frozen", False):
-            extra = env.value("PYTHONPATH", "")
-            env.insert("PYTHONPATH", os.pathsep.join(p for p in (str(_PROJECT_ROOT), extra) if p))
-        process.setProcessEnvironment(env)
+        process = quantdesk_process(self)
         process.readyReadStandardOutput.connect(self._on_output)
         process.finished.connect(self._on_finished)
         process.errorOccurred.connect(self._on_error)

@@ -1,0 +1,33 @@
+"""A ``QProcess`` for a ``quantdesk`` child (the server, a shared RPC worker): output and
+errors on one channel, unbuffered, and, unless frozen, the project on ``PYTHONPATH`` so a
+source checkout's child runs the same code as the window."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+from PySide6.QtCore import QObject, QProcess, QProcessEnvironment
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent.parent
+
+
+def quantdesk_process(parent: QObject, env: Mapping[str, str | None] | None = None) -> QProcess:
+    """The process, not started; ``env`` entries are set (``None``: removed)."""
+    process = QProcess(parent)
+    process.setProcessChannelMode(QProcess.ProcessChannelMode.MergedChannels)
+    environment = QProcessEnvironment.systemEnvironment()
+    environment.insert("PYTHONUNBUFFERED", "1")
+    for name, value in (env or {}).items():
+        if value is None:
+            environment.remove(name)
+        else:
+            environment.insert(name, value)
+    if not getattr(sys, "frozen", False):
+        extra = environment.value("PYTHONPATH", "")
+        path = os.pathsep.join(p for p in (str(PROJECT_ROOT), extra) if p)
+        environment.insert("PYTHONPATH", path)
+    process.setProcessEnvironment(environment)
+    return process
