@@ -9,6 +9,7 @@ from pytestqt.qtbot import QtBot
 
 from app.main_window import MainWindow
 from app.storage.app_settings import AppSettings
+from tests.rpc.conftest import start_worker  # noqa: F401  (fixture: real RPC workers)
 
 
 @pytest.fixture

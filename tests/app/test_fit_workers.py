@@ -5,8 +5,7 @@ is untested or dead said and not counted. The fit never probes on its own."""
 
 from __future__ import annotations
 
-import subprocess
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 from PySide6.QtCore import Qt
@@ -17,36 +16,9 @@ from app.pages.server_page import ServerPage
 from app.storage.app_settings import AppSettings
 from app.widgets.fit_bar import FitBar
 from backend.core.units import human_bytes
-from backend.llama.rpc_ggml import rpc_supported
-from tests.rpc.conftest import QUANTDESK, free_port, wait_for_worker
+from tests.rpc.conftest import Worker, free_port, needs_rpc
 
-pytestmark = pytest.mark.skipif(
-    not rpc_supported(), reason="llama-cpp-python built without GGML_RPC (make install builds it)"
-)
-
-
-@pytest.fixture
-def start_worker() -> Iterator[Callable[[], str]]:
-    """Start a real ``quantdesk worker -t 1`` on a free loopback port (its endpoint)."""
-    procs: list[subprocess.Popen[str]] = []
-
-    def start() -> str:
-        port = free_port()
-        proc = subprocess.Popen(
-            [*QUANTDESK, "worker", "-p", str(port), "-t", "1"],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            text=True,
-        )
-        procs.append(proc)
-        endpoint = f"127.0.0.1:{port}"
-        wait_for_worker(endpoint, proc, timeout=90)
-        return endpoint
-
-    yield start
-    for proc in procs:
-        proc.terminate()
-        proc.wait(30)
+pytestmark = needs_rpc
 
 
 def server_page(window: MainWindow) -> ServerPage:
@@ -67,13 +39,13 @@ def add_worker(qtbot: QtBot, page: ServerPage, endpoint: str) -> None:
 
 
 def test_an_untested_worker_is_said_then_counted_after_test_connection(
-    qtbot: QtBot, settings: AppSettings, start_worker: Callable[[], str]
+    qtbot: QtBot, settings: AppSettings, start_worker: Callable[..., Worker]
 ) -> None:
     from PySide6.QtWidgets import QApplication
 
     from app.theme import apply_theme
 
-    endpoint = start_worker()
+    endpoint = start_worker().endpoint
     settings.server.rpc = endpoint  # saved with the knobs: listed, not tested yet
     app = QApplication.instance()
     assert isinstance(app, QApplication)
@@ -111,9 +83,9 @@ def test_an_untested_worker_is_said_then_counted_after_test_connection(
 
 
 def test_two_workers_share_the_model_as_the_tensor_split_says(
-    qtbot: QtBot, window: MainWindow, start_worker: Callable[[], str]
+    qtbot: QtBot, window: MainWindow, start_worker: Callable[..., Worker]
 ) -> None:
-    first, second = start_worker(), start_worker()
+    first, second = start_worker().endpoint, start_worker().endpoint
     page = server_page(window)
     bar = page.fit_bar
     assert device_names(bar) == []  # no workers: one VRAM bar, as ever
@@ -148,9 +120,9 @@ def test_two_workers_share_the_model_as_the_tensor_split_says(
 
 
 def test_a_dead_worker_is_said_and_not_counted(
-    qtbot: QtBot, window: MainWindow, start_worker: Callable[[], str]
+    qtbot: QtBot, window: MainWindow, start_worker: Callable[..., Worker]
 ) -> None:
-    live = start_worker()
+    live = start_worker().endpoint
     dead = f"127.0.0.1:{free_port()}"
     page = server_page(window)
     bar = page.fit_bar

@@ -7,10 +7,7 @@ from __future__ import annotations
 
 import json
 import socket
-import subprocess
-import sys
-import time
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import psutil
@@ -30,18 +27,8 @@ from app.pages.server_page import ServerPage
 from app.storage.app_settings import AppSettings
 from app.workers.share_process import ShareState
 from backend.llama.rpc_errors import RpcEndpointError
-from backend.llama.rpc_ggml import rpc_supported
 from backend.llama.rpc_probe import probe_worker
-
-needs_rpc = pytest.mark.skipif(
-    not rpc_supported(), reason="llama-cpp-python built without GGML_RPC (make install builds it)"
-)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+from tests.rpc.conftest import Worker, free_port, needs_rpc
 
 
 def dead_port() -> int:
@@ -50,27 +37,9 @@ def dead_port() -> int:
 
 
 @pytest.fixture
-def worker() -> Iterator[str]:
+def worker(start_worker: Callable[..., Worker]) -> str:
     """A real ``quantdesk worker`` on a free loopback port, answering its handshake."""
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "backend.entrypoints.main", "worker", "-p", str(port), "-t", "1"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    endpoint = f"127.0.0.1:{port}"
-    deadline = time.monotonic() + 90
-    while True:
-        assert proc.poll() is None, f"worker exited with {proc.returncode}"
-        try:
-            probe_worker(endpoint, timeout_s=2.0)
-            break
-        except RpcEndpointError:
-            assert time.monotonic() < deadline, "the worker never answered"
-            time.sleep(0.2)
-    yield endpoint
-    proc.terminate()
-    proc.wait(20)
+    return start_worker().endpoint
 
 
 def server_page(window: MainWindow) -> ServerPage:
