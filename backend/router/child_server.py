@@ -74,8 +74,11 @@ def child_argv(engine: EngineSettings, server: ServerSettings) -> list[str]:
 
 
 def serve_args(engine: EngineSettings, server: ServerSettings) -> list[str]:
-    """``serve`` and its flags: the CLI's arguments for a child, after the program."""
-    return ["serve", "--model-server", *settings_argv(engine), *settings_argv(server)]
+    """``serve`` and its flags: the CLI's arguments for a child, after the program; ``-v``
+    first when the router logs at debug level (``quantdesk -v serve``), so the model's
+    server, llama.cpp's log included, does too."""
+    verbose = ["-v"] if logging.getLogger().isEnabledFor(logging.DEBUG) else []
+    return [*verbose, "serve", "--model-server", *settings_argv(engine), *settings_argv(server)]
 
 
 def new_forker() -> ServerForker | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import socket
 import subprocess
 import sys
@@ -83,3 +84,23 @@ def start_worker(tmp_path: Path) -> Iterator[Callable[..., Worker]]:
         if worker.proc.poll() is None:
             worker.proc.terminate()
         worker.proc.wait(timeout=30)
+
+
+def layers_as_placed(model: str, endpoints: str, tmp_path: Path, *extra: str) -> dict[str, str]:
+    """Start ``quantdesk -v serve -m MODEL --rpc ENDPOINTS EXTRA`` until it serves, stop it,
+    and read llama.cpp's own log: layer index -> the device it was assigned to (and the
+    server's log text as ``"log"``)."""
+    command = [*QUANTDESK, "-v", "serve", "-m", model, "-t", "1", "-c", "512", "-np", "1"]
+    command += ["--rpc", endpoints, "--port", "0", "--port-file", str(tmp_path / "port"), *extra]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    log = []
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        log.append(line)
+        if "ready: serving" in line or "Traceback" in line:
+            break
+    proc.terminate()
+    proc.wait(timeout=60)
+    text = "".join(log)
+    placed = dict(re.findall(r"layer +(\d+) assigned to device (\w+)", text))
+    return {**placed, "log": text}

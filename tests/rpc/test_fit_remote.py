@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.rpc.conftest import QUANTDESK, Worker, free_port, needs_rpc
+from tests.rpc.conftest import QUANTDESK, Worker, free_port, layers_as_placed, needs_rpc
 
 pytestmark = [needs_rpc, pytest.mark.model]
 
@@ -39,20 +39,9 @@ def test_fit_splits_by_tensor_split_and_places_layers_as_llama_cpp_does(
     assert devices[1]["needed_bytes"] == pytest.approx(3 * devices[0]["needed_bytes"], rel=0.01)
     assert fit["n_gpu_layers"] == 31 and "RPC workers" in fit["message"]
     # what llama.cpp does with the same flags
-    command = [*QUANTDESK, "-v", "serve", "-m", "default", "-t", "1", "-c", "512", "-np", "1"]
-    command += ["--rpc", endpoints, "-ts", "1,3", "--port", "0"]
-    command += ["--port-file", str(tmp_path / "port")]
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    log = []
-    assert proc.stdout is not None
-    for line in proc.stdout:
-        log.append(line)
-        if "ready: serving" in line or "Traceback" in line:
-            break
-    proc.terminate()
-    proc.wait(timeout=60)
-    actual = dict(re.findall(r"layer +(\d+) assigned to device (\w+)", "".join(log)))
-    assert len(actual) == 31, "".join(log)[-2000:]
+    actual = layers_as_placed("default", endpoints, tmp_path, "-ts", "1,3")
+    log = actual.pop("log")
+    assert len(actual) == 31, log[-2000:]
     said = []
     for span in fit["placement"]:  # "layers 0-7 on RPC0 (127.0.0.1:P)", "... + output on ..."
         m = re.match(r"layers? (\d+)(?:-(\d+))?( \+ output)? on (RPC\d)", span)

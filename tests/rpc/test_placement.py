@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import re
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from backend.llama.rpc_placement import layer_devices, layer_spans
-from tests.rpc.conftest import QUANTDESK, Worker, needs_rpc
+from tests.rpc.conftest import Worker, layers_as_placed, needs_rpc
 
 
 def test_spans_read_as_a_person_would_say_them() -> None:
@@ -40,20 +38,8 @@ def test_llama_cpp_places_the_layers_where_we_say(
 ) -> None:
     workers = [start_worker(), start_worker()]
     endpoints = ",".join(worker.endpoint for worker in workers)
-    command = [*QUANTDESK, "-v", "serve", "-m", "default", "-t", "1", "-c", "512", "-np", "1"]
-    command += ["--rpc", endpoints, "--port", "0", "--port-file", str(tmp_path / "port")]
-    command += ["-ts", split] if split else []
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    log = []
-    assert proc.stdout is not None
-    for line in proc.stdout:
-        log.append(line)
-        if "ready: serving" in line or "Traceback" in line:
-            break
-    proc.terminate()
-    proc.wait(timeout=60)
-    text = "".join(log)
-    actual = dict(re.findall(r"layer +(\d+) assigned to device (\w+)", text))
+    actual = layers_as_placed("default", endpoints, tmp_path, *(["-ts", split] if split else []))
+    text = actual.pop("log")
     assert len(actual) == 31, text[-2000:]
     shares = [1.0, 3.0] if split else [1.0, 1.0]  # two workers on one machine: same free RAM
     expected = layer_devices(30, -1, shares, ["RPC0", "RPC1"])
