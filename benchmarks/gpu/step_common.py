@@ -3,6 +3,7 @@ NVML readings, ``quantdesk models fit --json``, and a small load to prove a serv
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import resource
@@ -203,6 +204,21 @@ def get_json(url: str, timeout: float = 5.0) -> dict[str, Any]:
 
     data: dict[str, Any] = httpx.get(url, timeout=timeout).json()
     return data
+
+
+def server_step_args(*, n_layer: bool = False) -> tuple[argparse.Namespace, KitPaths]:
+    """A server step's command line (``--model --ctx --parallel --threads``, and
+    ``--n-layer``) and the kit's paths, its log folder made."""
+    p = argparse.ArgumentParser()
+    p.add_argument("--model", required=True)
+    if n_layer:
+        p.add_argument("--n-layer", type=int, required=True)
+    for flag in ("--ctx", "--parallel", "--threads"):
+        p.add_argument(flag, type=int, required=True)
+    args = p.parse_args()
+    paths = KitPaths.from_env()
+    paths.logs.mkdir(parents=True, exist_ok=True)
+    return args, paths
 
 
 def run_step(main: Callable[[], dict[str, Any]]) -> int:

@@ -11,7 +11,6 @@ no NVML; the server's RSS stands beside the estimate's RAM figure instead.
 
 from __future__ import annotations
 
-import argparse
 import threading
 import time
 from typing import Any
@@ -28,6 +27,7 @@ from benchmarks.gpu.step_common import (
     nvml_used,
     ours_spec,
     run_step,
+    server_step_args,
     serving,
     small_load,
     tree_pids,
@@ -95,15 +95,7 @@ def one_setting(paths: KitPaths, sk: ServeKnobs, label: str, handle: Any) -> dic
 
 
 def main() -> dict[str, Any]:
-    p = argparse.ArgumentParser()
-    p.add_argument("--model", required=True)
-    p.add_argument("--n-layer", type=int, required=True)
-    p.add_argument("--ctx", type=int, required=True)
-    p.add_argument("--parallel", type=int, required=True)
-    p.add_argument("--threads", type=int, required=True)
-    args = p.parse_args()
-    paths = KitPaths.from_env()
-    paths.logs.mkdir(parents=True, exist_ok=True)
+    args, paths = server_step_args(n_layer=True)
     handle = nvml_device()
     settings = {"all": -1, "half": args.n_layer // 2, "zero": 0}
     results: dict[str, Any] = {}

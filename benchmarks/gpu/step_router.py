@@ -11,15 +11,19 @@ on the GPU (the router itself holds no CUDA context) and 96 MiB of RSS.
 
 from __future__ import annotations
 
-import argparse
 import time
 from typing import Any
 
 import httpx
 import psutil
 
-from benchmarks.gpu.kit_env import KitPaths
-from benchmarks.gpu.step_common import ServeKnobs, nvml_device, nvml_used, run_step
+from benchmarks.gpu.step_common import (
+    ServeKnobs,
+    nvml_device,
+    nvml_used,
+    run_step,
+    server_step_args,
+)
 from benchmarks.peer_servers import Knobs, ServerSpec, shared_flags, started, tree_rss
 
 MiB = 1 << 20
@@ -38,14 +42,7 @@ def _settled(read: Any, target: int, slack: int, timeout_s: float = 15.0) -> int
 
 
 def main() -> dict[str, Any]:
-    p = argparse.ArgumentParser()
-    p.add_argument("--model", required=True)
-    p.add_argument("--ctx", type=int, required=True)
-    p.add_argument("--parallel", type=int, required=True)
-    p.add_argument("--threads", type=int, required=True)
-    args = p.parse_args()
-    paths = KitPaths.from_env()
-    paths.logs.mkdir(parents=True, exist_ok=True)
+    args, paths = server_step_args(n_layer=False)
     sk = ServeKnobs(paths.models / args.model, args.threads, args.parallel, args.ctx, 512, 512, -1)
 
     def argv(k: Knobs, port: int) -> list[str]:
