@@ -31,3 +31,12 @@ def quantdesk_process(parent: QObject, env: Mapping[str, str | None] | None = No
         environment.insert("PYTHONPATH", path)
     process.setProcessEnvironment(environment)
     return process
+
+
+def read_lines(process: QProcess, partial: str) -> tuple[list[str], str]:
+    """The complete lines the process has written since the last read (without line
+    endings), and the unfinished rest to pass back in next time."""
+    data = bytes(process.readAllStandardOutput().data()).decode("utf-8", "replace")
+    lines = (partial + data).split("\n")
+    rest = lines.pop()
+    return [line.rstrip("\r") for line in lines], rest

@@ -37,7 +37,7 @@ from app.page_models.server_command import (
 )
 from app.page_models.server_errors import ServerProcessError, explain_exit, explain_load_failure
 from app.storage.app_settings import ServerKnobs
-from app.workers.quantdesk_process import quantdesk_process
+from app.workers.quantdesk_process import quantdesk_process, read_lines
 from backend.core.errors import QuantDeskError
 from backend.settings.model_settings_store import ModelSettingsStore
 
@@ -224,11 +224,9 @@ class ServerSupervisor(QObject):
     def _on_output(self) -> None:
         if self._process is None:
             return
-        data = bytes(self._process.readAllStandardOutput().data()).decode("utf-8", "replace")
-        lines = (self._partial + data).split("\n")
-        self._partial = lines.pop()
+        lines, self._partial = read_lines(self._process, self._partial)
         for line in lines:
-            self._emit_log(line.rstrip("\r"))
+            self._emit_log(line)
 
     def _on_error(self, error: QProcess.ProcessError) -> None:
         if error == QProcess.ProcessError.FailedToStart:

@@ -20,7 +20,7 @@ from PySide6.QtCore import QObject, QProcess, QTimer, Signal
 
 from app.page_models.rpc_workers import READY_MARK, worker_arguments, worker_failure
 from app.page_models.server_command import launcher_prefix
-from app.workers.quantdesk_process import quantdesk_process
+from app.workers.quantdesk_process import quantdesk_process, read_lines
 
 log = logging.getLogger(__name__)
 
@@ -115,11 +115,8 @@ class ShareSupervisor(QObject):
     def _on_output(self) -> None:
         if self._process is None:
             return
-        data = bytes(self._process.readAllStandardOutput().data()).decode("utf-8", "replace")
-        lines = (self._partial + data).split("\n")
-        self._partial = lines.pop()
+        lines, self._partial = read_lines(self._process, self._partial)
         for line in lines:
-            line = line.rstrip("\r")
             self._emit_log(line)
             if READY_MARK in line and self._state is ShareState.STARTING:
                 self._set_state(ShareState.SHARING)
