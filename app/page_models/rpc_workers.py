@@ -18,6 +18,7 @@ from typing import Literal
 from backend.core.units import human_bytes
 from backend.llama.rpc_errors import RpcEndpointError
 from backend.llama.rpc_probe import WorkerProbe, probe_worker, split_endpoint
+from backend.settings.engine_settings import rpc_endpoints
 
 PROBE_TIMEOUT_S = 4.0
 """How long a Test waits for each step of a worker's answer (a busy one says nothing)."""
@@ -36,7 +37,7 @@ STATE_WORDS: dict[WorkerState, str] = {
 
 def parse_workers(rpc: str | None) -> list[str]:
     """The endpoints of an ``rpc`` knob, in order."""
-    return [part.strip() for part in (rpc or "").split(",") if part.strip()]
+    return rpc_endpoints(rpc)
 
 
 def join_workers(endpoints: list[str]) -> str | None:

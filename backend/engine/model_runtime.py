@@ -22,14 +22,12 @@ from backend.llama.rpc_client import (
     SPLIT_MODES,
     ModelDevices,
     model_devices,
-    parse_endpoints,
-    parse_tensor_split,
     split_array,
 )
 from backend.llama.rpc_errors import RpcError
 from backend.llama.rpc_ggml import local_gpu_present
 from backend.llama.tokens import token_to_piece, tokenize
-from backend.settings.engine_settings import EngineSettings
+from backend.settings.engine_settings import EngineSettings, rpc_endpoints, tensor_split_values
 
 log = logging.getLogger(__name__)
 _llama_log = logging.getLogger("llama_cpp.native")
@@ -85,8 +83,8 @@ class ModelRuntime:
         # --rpc: the workers' devices, then local GPUs; the arrays live as long as the model
         self.devices: ModelDevices | None = None
         self._split: ctypes.Array[ctypes.c_float] | None = None
-        split = parse_tensor_split(settings.tensor_split)
-        endpoints = parse_endpoints(settings.rpc)
+        split = tensor_split_values(settings.tensor_split)
+        endpoints = rpc_endpoints(settings.rpc)
         try:
             if endpoints:
                 self.devices = model_devices(endpoints, split)

@@ -35,7 +35,7 @@ from backend.fit.model_shape import ModelShape
 from backend.gguf_file.ggml_types import GGMLType, cache_type
 from backend.gguf_file.gguf_header import GGUFHeader
 from backend.llama.rpc_placement import layer_devices, layer_spans
-from backend.settings.engine_settings import CacheType, ServingKnobs
+from backend.settings.engine_settings import CacheType, ServingKnobs, tensor_split_values
 
 MiB = 1 << 20
 KV_PAD = 256
@@ -295,7 +295,7 @@ def device_fractions(memory: AvailableMemory, tensor_split: str | None) -> list[
     """Each offload device's share of what is offloaded: ``--tensor-split`` when it names
     one proportion per device, else each device's free memory (llama.cpp's default)."""
     if tensor_split:
-        parts = [float(x) for x in tensor_split.split(",")]
+        parts = tensor_split_values(tensor_split)
         if len(parts) == len(memory.gpus) and sum(parts) > 0:
             return [x / sum(parts) for x in parts]
     total_free = sum(g.vram_free_bytes for g in memory.gpus)

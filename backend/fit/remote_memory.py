@@ -9,6 +9,7 @@ from collections.abc import Iterable
 
 from backend.llama.rpc_errors import RpcEndpointError
 from backend.llama.rpc_probe import WorkerProbe, probe_worker
+from backend.settings.engine_settings import rpc_endpoints
 from backend.system.system_stats import GpuStats
 
 
@@ -32,7 +33,7 @@ def probe_workers(rpc: str | None, timeout_s: float = 3.0) -> tuple[list[WorkerP
     """(what each worker of ``rpc`` answered, a note for each worker that did not)."""
     probes: list[WorkerProbe] = []
     notes: list[str] = []
-    for endpoint in [e.strip() for e in (rpc or "").split(",") if e.strip()]:
+    for endpoint in rpc_endpoints(rpc):
         try:
             probes.append(probe_worker(endpoint, timeout_s=timeout_s))
         except RpcEndpointError as exc:

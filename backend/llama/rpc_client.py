@@ -34,17 +34,6 @@ SPLIT_MODES = {
 }
 
 
-def parse_endpoints(text: str | None) -> list[str]:
-    """``--rpc``'s ``host:port[,host:port...]`` as a list (empty for None or '')."""
-    return [part.strip() for part in (text or "").split(",") if part.strip()]
-
-
-def parse_tensor_split(text: str | None) -> list[float]:
-    """``--tensor-split``'s ``3,1`` (llama-server also takes ``/`` between proportions)."""
-    parts = [part for part in (text or "").replace("/", ",").split(",") if part.strip()]
-    return [float(part) for part in parts]
-
-
 @dataclass
 class ModelDevices:
     """The ``devices`` and ``tensor_split`` arrays of one model's ``llama_model_params``;

@@ -149,7 +149,7 @@ class ServingKnobs(BaseModel):
     def _rpc_endpoints(cls, value: str | None) -> str | None:
         if value is None:
             return None
-        endpoints = [part.strip() for part in value.split(",") if part.strip()]
+        endpoints = rpc_endpoints(value)
         for endpoint in endpoints:
             host, sep, port = endpoint.partition(":")
             if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
@@ -161,7 +161,7 @@ class ServingKnobs(BaseModel):
     def _tensor_split_proportions(cls, value: str | None) -> str | None:
         if value is None:
             return None
-        parts = [part.strip() for part in value.replace("/", ",").split(",") if part.strip()]
+        parts = _split_parts(value)
         try:
             numbers = [float(part) for part in parts]
         except ValueError:
@@ -337,3 +337,17 @@ class EngineSettings(BaseSettings, SpeculativeKnobs, ServingKnobs):
         description="Default sampling seed (-1 = random)",
         json_schema_extra={"flags": ["-s", "--seed"]},
     )
+
+
+def _split_parts(value: str) -> list[str]:
+    return [part.strip() for part in value.replace("/", ",").split(",") if part.strip()]
+
+
+def rpc_endpoints(rpc: str | None) -> list[str]:
+    """``--rpc``'s ``host:port[,host:port...]`` as a list (empty for None or '')."""
+    return [part.strip() for part in (rpc or "").split(",") if part.strip()]
+
+
+def tensor_split_values(tensor_split: str | None) -> list[float]:
+    """``--tensor-split``'s ``3,1`` as numbers (llama-server also takes ``/`` between them)."""
+    return [float(part) for part in _split_parts(tensor_split or "")]
