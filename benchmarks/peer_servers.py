@@ -16,6 +16,8 @@ from typing import Any
 import httpx
 import psutil
 
+from benchmarks.cpu_path import ours_cpu_path, peer_repack_flags
+
 ROOT = Path(__file__).resolve().parent.parent
 VENV_BIN = Path(sys.executable).parent
 DEFAULT_LLAMA_SERVER = ROOT / "build" / "peers" / "llama-server" / "bin" / "llama-server"
@@ -80,7 +82,15 @@ ours_argv = ours_in(ROOT)
 def llama_server_argv(binary: Path) -> Callable[[Knobs, int], list[str]]:
     def argv(k: Knobs, port: int) -> list[str]:
         head = [str(binary), "-m", str(k.model)]
-        return head + shared_flags(k, port) + ["--no-webui"] + (["-kvu"] if k.kv_unified else [])
+        layout = ["-kvu"] if k.kv_unified else []
+        # -nr where ours runs without extra buffer types (like for like on the CPU)
+        return (
+            head
+            + shared_flags(k, port)
+            + ["--no-webui"]
+            + layout
+            + peer_repack_flags(ours_cpu_path())
+        )
 
     return argv
 

@@ -41,6 +41,7 @@ import httpx
 
 from backend.bench import write_json_atomic
 from backend.settings.default_model import resolve_model_path
+from benchmarks.cpu_path import ours_cpu_path, paths_record
 from benchmarks.peer_servers import DEFAULT_LLAMA_SERVER, ROOT, Knobs
 from benchmarks.router_library import DEFAULT_CACHE, build_library, isolated_env, requantised
 from benchmarks.router_load import LoadShape, first_token_ms, warm_wave
@@ -261,6 +262,7 @@ def main(argv: list[str] | None = None) -> int:
                 data = {
                     **meta,
                     "host": {"cpus": os.cpu_count(), "load_avg_at_end": os.getloadavg()},
+                    "cpu_path": paths_record(ours_cpu_path()),
                     "wall_s": round(time.perf_counter() - started_at, 1),
                     "failures": failures,
                     "figures": figures,

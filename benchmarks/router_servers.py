@@ -17,6 +17,7 @@ from pathlib import Path
 import httpx
 import psutil
 
+from benchmarks.cpu_path import ours_cpu_path, peer_repack_flags
 from benchmarks.peer_servers import VENV_BIN, Knobs, ServerSpec, shared_flags, started, tree_rss
 
 OURS = "ours"
@@ -41,7 +42,7 @@ def llama_server_router_argv(binary: Path, models_max: int) -> Callable[[Knobs, 
 
     def argv(k: Knobs, port: int) -> list[str]:
         head = [str(binary), "--models-dir", str(k.model), "--models-max", str(models_max)]
-        return head + shared_flags(k, port) + ["--no-webui"]
+        return head + shared_flags(k, port) + ["--no-webui"] + peer_repack_flags(ours_cpu_path())
 
     return argv
 

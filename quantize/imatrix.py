@@ -193,9 +193,10 @@ def _compute(
     import llama_cpp
 
     from backend.llama.backend_init import init_llama_backend
+    from backend.llama.model_params import model_params
 
     init_llama_backend()
-    mparams = llama_cpp.llama_model_default_params()
+    mparams = model_params()  # QUANTDESK_NO_REPACK, else the CPU probe's verdict
     model = llama_cpp.llama_model_load_from_file(str(model_path).encode("utf-8"), mparams)
     if not model:
         raise ImatrixError(f"llama.cpp could not load {model_path}")

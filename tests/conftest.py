@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,12 +15,33 @@ os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 
+@pytest.fixture(scope="session")
+def cpu_verdicts(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """This machine's CPU probe verdict (backend.llama.cpu_probe), probed once per session
+    for real in a home of its own; every test's home starts with a copy, so that a model
+    load does not probe again in each fresh home (tests of the probe itself use empty ones)."""
+    from backend.llama.cpu_probe import ensure_verdict
+
+    home = tmp_path_factory.mktemp("cpu-probe-home")
+    saved = os.environ.get("QUANTDESK_HOME")
+    os.environ["QUANTDESK_HOME"] = str(home)
+    try:
+        ensure_verdict()
+    finally:
+        if saved is None:
+            os.environ.pop("QUANTDESK_HOME", None)
+        else:
+            os.environ["QUANTDESK_HOME"] = saved
+    return home / "cpu-probe"
+
+
 @pytest.fixture(autouse=True)
 def isolated_home(
-    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch, cpu_verdicts: Path
 ) -> Iterator[Path]:
     """Point QuantDesk's data dir and the HF cache at a fresh temp folder."""
     home = tmp_path_factory.mktemp("quantdesk-home")
+    shutil.copytree(cpu_verdicts, home / "cpu-probe", ignore=shutil.ignore_patterns("*.lock"))
     monkeypatch.setenv("QUANTDESK_HOME", str(home))
     monkeypatch.setenv("HF_HOME", str(home / "hf"))
     yield home

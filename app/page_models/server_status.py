@@ -72,6 +72,21 @@ def serving_detail(knobs: ServerKnobs, pid: int | None) -> str:
     return f"{served_model(knobs.model)} · {room}{spread} · pid {pid}"
 
 
+CPU_PATH_WORDS = {
+    "AMX": "AMX (Intel's matrix units; weights repacked for them)",
+    "repack": "repacked weights",
+    "plain": "plain",
+}
+
+
+def cpu_path_text(path: str, reason: str) -> str:
+    """The Status box's line on how the served model's CPU weights run, e.g.
+    'CPU path: plain · extra buffer types off: probe child died on SIGSEGV'."""
+    return (
+        f"CPU path: {CPU_PATH_WORDS.get(path, path)} · {reason}" if reason else f"CPU path: {path}"
+    )
+
+
 @dataclass(frozen=True)
 class FailureAdvice:
     """What the page offers after a failure: the banner's button, the detail line, and

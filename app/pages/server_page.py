@@ -47,6 +47,7 @@ from app.page_models.server_errors import ServerProcessError
 from app.page_models.server_status import (
     RESTART_TO_APPLY,
     Endpoint,
+    cpu_path_text,
     failure_advice,
     port_moved_note,
     serving_detail,
@@ -69,6 +70,7 @@ from app.widgets.common import Banner, page_header
 from app.widgets.fit_bar import FitBar
 from app.workers.library_events import library_events
 from app.workers.server_process import ServerState, remember_model_knobs
+from backend.engine.stats_model import StatsSnapshot
 from backend.settings.model_settings_store import ModelSettingsStore
 from backend.settings.router_settings import RouterSettings
 
@@ -207,6 +209,7 @@ class ServerPage(QWidget):
         self.server.server_crashed.connect(self._on_crashed)
         self.server.log_line.connect(self.server_log.log_view.appendPlainText)
         context.port_moved.connect(self._on_port_moved)
+        context.stats_received.connect(self._on_stats)
         self._on_state(self.server.state.value)
         self.refresh_fit()
         # the Models and Quantise pages announce downloads, new files and deletions here
@@ -627,6 +630,10 @@ class ServerPage(QWidget):
             self.activity_tabs.setCurrentWidget(self.resident)  # the server just started
         self.resident.set_serving(serving_library)
         self._update_endpoint()
+
+    def _on_stats(self, snapshot: StatsSnapshot, _received_at: float) -> None:
+        model = snapshot.model
+        self.status.show_cpu_path(cpu_path_text(model.cpu_path, model.cpu_path_reason))
 
     def _on_crashed(self, message: str) -> None:
         advice = failure_advice(self.server.last_error)

@@ -47,8 +47,14 @@ class StatusBox(QGroupBox):
         self.detail_label = QLabel()
         self.detail_label.setProperty("muted", True)
         self.detail_label.setWordWrap(True)
+        # how the served model's CPU weights run (AMX, repack or plain), from /v1/stats
+        self.cpu_label = QLabel()
+        self.cpu_label.setProperty("muted", True)
+        self.cpu_label.setWordWrap(True)
+        self.cpu_label.hide()
         v.addLayout(row)
         v.addWidget(self.detail_label)
+        v.addWidget(self.cpu_label)
 
     def show_status(self, state: str, view: StatusView) -> None:
         self.light.set_state(state)
@@ -58,6 +64,12 @@ class StatusBox(QGroupBox):
         self.restart_button.setEnabled(view.can_restart)
         if view.detail is not None:
             self.detail_label.setText(view.detail)
+        if state != "running":
+            self.cpu_label.hide()
+
+    def show_cpu_path(self, text: str) -> None:
+        self.cpu_label.setText(text)
+        self.cpu_label.show()
 
 
 class EndpointBox(QGroupBox):

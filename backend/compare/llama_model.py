@@ -21,6 +21,7 @@ import numpy as np
 from backend.compare.errors import CompareCancelledError, DecodeError, ModelLoadError
 from backend.compare.metrics import F32, I32
 from backend.llama.backend_init import init_llama_backend
+from backend.llama.model_params import model_params
 from backend.llama.tokens import token_to_piece, tokenize
 
 log = logging.getLogger(__name__)
@@ -145,7 +146,8 @@ class LoadedModel:
         init_llama_backend(_llama_log)
         self.path = path
         self.n_threads = n_threads or default_threads()
-        params = llama_cpp.llama_model_default_params()
+        # the tokenizer alone needs no CPU path (no weights); else QUANTDESK_NO_REPACK / probe
+        params = llama_cpp.llama_model_default_params() if vocab_only else model_params()
         params.n_gpu_layers = n_gpu_layers
         params.vocab_only = vocab_only  # the tokenizer alone: loads in milliseconds
         started = time.perf_counter()

@@ -251,4 +251,7 @@ class Engine:
             n_batch=self.runtime.n_batch,
             threads=s.threads,
             load_seconds=self.load_seconds,
+            cpu_path=self.runtime.cpu_path.path,
+            cpu_path_reason=self.runtime.cpu_path.reason,
+            extra_buffers=list(self.runtime.cpu_path.extra_buffers),
         )

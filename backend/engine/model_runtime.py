@@ -18,6 +18,7 @@ import numpy as np
 from backend.engine.errors import InvalidRequestError, ModelLoadError
 from backend.engine.kv_geometry import GGML_TYPE_ID, kv_bytes_per_cell
 from backend.llama.backend_init import init_llama_backend
+from backend.llama.model_params import choose_cpu_path, model_params
 from backend.llama.rpc_client import (
     SPLIT_MODES,
     ModelDevices,
@@ -77,7 +78,9 @@ class ModelRuntime:
         init_llama_backend(_llama_log)
         self.settings = settings
         self.n_seq_max = n_seq_max
-        mparams = llama_cpp.llama_model_default_params()
+        # --no-repack (or QUANTDESK_NO_REPACK), else the CPU probe's verdict
+        self.cpu_path = choose_cpu_path(True if settings.no_repack else None)
+        mparams = model_params(True if settings.no_repack else None)
         mparams.n_gpu_layers = 999_999 if settings.gpu_layers < 0 else settings.gpu_layers
         mparams.split_mode = SPLIT_MODES[settings.split_mode]
         # --rpc: the workers' devices, then local GPUs; the arrays live as long as the model

@@ -158,6 +158,17 @@ class ModelStats(StatsSection):
     n_batch: int = Field(description="Most tokens in one decode batch, tokens")
     threads: int = Field(description="CPU threads for generation")
     load_seconds: float = Field(description="Time to load the model, s")
+    cpu_path: str = Field(
+        default="plain",
+        description=(
+            "How weights on the CPU run: AMX or repack (llama.cpp's extra buffer types) or "
+            "plain (--no-repack, or turned off by the CPU probe)"
+        ),
+    )
+    cpu_path_reason: str = Field(default="", description="Why that CPU path")
+    extra_buffers: list[str] = Field(
+        default_factory=list, description="The CPU's extra buffer types in this build"
+    )
 
 
 class StatsSnapshot(StatsSection):

@@ -26,6 +26,7 @@ COMMAND_MODULES = (
     "backend.entrypoints.compare_cmd",
     "backend.entrypoints.bench_cmd",
     "backend.entrypoints.worker_cmd",
+    "backend.entrypoints.doctor_cmd",
 )
 
 

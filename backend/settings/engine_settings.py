@@ -86,6 +86,16 @@ class ServingKnobs(BaseModel):
         description="Flash attention: auto, on or off",
         json_schema_extra={"flags": ["-fa", "--flash-attn"]},
     )
+    no_repack: bool = Field(
+        default=False,
+        description=(
+            "Turn off llama.cpp's weight repacking into extra CPU buffer types (AMX, "
+            "CPU_REPACK), as llama-server's -nr; QUANTDESK_NO_REPACK=1 does the same for "
+            "every command. Without it the CPU probe turns repacking off by itself on a "
+            "machine where the repacked kernels fault"
+        ),
+        json_schema_extra={"flags": ["-nr", "--no-repack"], "off_flags": ["--repack"]},
+    )
     threads: int = Field(
         default_factory=_default_threads,
         ge=1,

@@ -9,6 +9,7 @@ the sources of every ggml backend but CPU, CUDA and RPC.
 from __future__ import annotations
 
 import shutil
+import subprocess
 from pathlib import Path
 
 # top-level entries of vendor/llama.cpp that a build (and the converter) never reads
@@ -80,6 +81,7 @@ def copy_trimmed(src: Path, dest: Path) -> list[str]:
         ):
             shutil.rmtree(backend)
             dropped.append(f"ggml/src/{backend.name}")
+    apply_patches(dest)
     for rel in DROP_TOOLS:
         path = dest / "tools" / rel
         if path.is_dir():
@@ -90,6 +92,19 @@ def copy_trimmed(src: Path, dest: Path) -> list[str]:
             continue
         dropped.append(f"tools/{rel}")
     return dropped
+
+
+PATCHES = Path(__file__).resolve().parents[2] / "packaging" / "llama-cpp" / "patches"
+
+
+def apply_patches(llama_cpp_dir: Path) -> None:
+    """Our wheel's fixes to the vendored llama.cpp (the AMX tile config: the H200's host is a
+    Xeon), so the kit's build runs the kernels QuantDesk users run."""
+    for patch in sorted(PATCHES.glob("*.patch")):
+        subprocess.run(
+            ["patch", "-d", str(llama_cpp_dir), "-p1", "--forward", "--quiet", "-i", str(patch)],
+            check=True,
+        )
 
 
 def tree_bytes(path: Path) -> int:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from backend.bench import BenchConfig, run_benchmark
+from benchmarks.cpu_path import ours_cpu_path, peer_repack_flags
 from benchmarks.gpu.kit_env import KitPaths
 from benchmarks.peer_servers import Knobs, ServerSpec, shared_flags, started
 
@@ -85,6 +86,8 @@ def llama_server_spec(paths: KitPaths, sk: ServeKnobs) -> ServerSpec:
     def argv(k: Knobs, port: int) -> list[str]:
         head = [str(paths.llama_server), "-m", str(k.model), "--no-webui"]
         flags = ["-ngl", ngl, "-fa", sk.flash_attn, "-ctk", sk.cache_type, "-ctv", sk.cache_type]
+        # layers left on the host CPU (a Xeon with AMX, often) take ours' CPU path on both sides
+        flags += peer_repack_flags(ours_cpu_path(paths.quantdesk()))
         return head + shared_flags(k, port) + flags
 
     return ServerSpec("llama-server", argv, cwd=paths.root)

@@ -15,6 +15,7 @@ import json
 from typing import Any
 
 from backend.bench import BenchConfig, BenchResult
+from benchmarks.cpu_path import ours_cpu_path, paths_record
 from benchmarks.gpu import stats_probe
 from benchmarks.gpu.kit_env import KitPaths
 from benchmarks.gpu.step_common import ServeKnobs, llama_server_spec, ours_spec, run_step
@@ -105,6 +106,7 @@ def main() -> dict[str, Any]:
     errors = sum(row["errors"] for r in results for row in _level_rows(r))
     return {
         "ok": bool(paired) and errors == 0,
+        "cpu_path": paths_record(ours_cpu_path(paths.quantdesk())),
         "knobs": {
             "parallel": sk.parallel,
             "ctx": sk.ctx,

@@ -98,6 +98,11 @@ def test_serve_chat_watch_crash_restart(window: MainWindow, qtbot: QtBot) -> Non
     qtbot.waitUntil(lambda: dash.tiles["done"].value.text() == "1", timeout=10_000)
     assert dash.redraw_count > 0
     assert dash.vram_stack.currentWidget() is dash.no_gpu_label or dash._gpu_names
+    # the Server page says how the model's CPU weights run, as the server reports it
+    path = window.context.latest_stats.model.cpu_path if window.context.latest_stats else "?"
+    cpu_line = server_page.status.cpu_label.text()
+    assert cpu_line.startswith("CPU path: ") and path in ("AMX", "repack", "plain")
+    assert {"AMX": "AMX", "repack": "repacked", "plain": "plain"}[path] in cpu_line
     saved = ChatStore().list()
     assert len(saved) == 1 and saved[0].messages[-1].content == reply.content
 

@@ -76,6 +76,7 @@ def test_serve_child_process_answers(tmp_path: Path) -> None:
             "q8_0",
             "-fa",
             "on",
+            "-nr",
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -92,6 +93,10 @@ def test_serve_child_process_answers(tmp_path: Path) -> None:
         assert r.status_code == 200 and r.json()["choices"][0]["message"]["content"]
         stats = HTTP.get(f"{base}/v1/stats").json()
         assert stats["model"]["cache_type_k"] == "q8_0"
+        # -nr: llama-server's --no-repack, weights unpacked whatever this CPU could take
+        assert stats["model"]["cpu_path"] == "plain"
+        cpu_path = HTTP.get(f"{base}/props").json()["cpu_path"]
+        assert cpu_path["use_extra_bufts"] is False and "--no-repack" in cpu_path["reason"]
         # q8_0: 34 bytes per 32 values
         assert stats["kv"]["bytes_total"] == round(1024 * 30 * 192 * 2 * 34 / 32)
     finally:
@@ -120,6 +125,7 @@ def test_generated_command_line_parses_back_to_the_same_settings(
         flash_attn="on",
         threads=3,
         kv_unified=True,
+        no_repack=True,
         prefix_cache_entries=0,
         model_alias="x",
         chat_template_file="/templates/t.jinja",

@@ -85,6 +85,8 @@ async def props(request: Request) -> dict[str, Any]:
         "bos_token": info.bos_token,
         "eos_token": info.eos_token,
         "build_info": build_info(),
+        # QuantDesk's: which CPU path the weights take (AMX, repack or plain) and why
+        "cpu_path": engine.runtime.cpu_path.to_json(),
     }
 
 
