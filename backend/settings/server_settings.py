@@ -107,6 +107,14 @@ class ServerSettings(BaseSettings, ListenSettings):
         "/v1/responses; 'none' leaves it in the answer's text",
         json_schema_extra={"flags": ["--reasoning-format"]},
     )
+    keep_billing_header: bool = Field(
+        default=False,
+        description="Keep the 'x-anthropic-billing-header: ...; cch=...;' line that Claude Code "
+        "puts first in its system prompt (default: dropped before templating on /v1/messages: "
+        "it is metadata whose stamp changes on every request, so left in, no two requests "
+        "would share a cached prompt prefix)",
+        json_schema_extra={"flags": ["--keep-billing-header"]},
+    )
     port_file: str | None = Field(
         default=None,
         description="Write the bound port to this file once listening (for supervisors)",

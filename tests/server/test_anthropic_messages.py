@@ -238,6 +238,39 @@ def test_claude_codes_billing_header_is_left_out(live_server: LiveServer) -> Non
     assert count(live_server, body("a5145")) == count(live_server, body("0c9d2")) == plain
 
 
+def test_a_changing_billing_header_does_not_break_prompt_caching(live_server: LiveServer) -> None:
+    """Two Claude Code turns whose headers differ only in ``cch=``: the second reads the
+    long system prompt from the cache (``cache_read_input_tokens``) instead of prefilling it."""
+    system = "You are a careful coding agent. " + " ".join(
+        f"Rule {i}: keep edits small and explain each one." for i in range(40)
+    )
+
+    def turn(stamp: str) -> anthropic.types.Message:
+        header = (
+            f"x-anthropic-billing-header: cc_version=2.1.160.a1f; cc_entrypoint=cli; cch={stamp};"
+        )
+        return client(live_server).messages.create(
+            model=MODEL,
+            max_tokens=4,
+            system=[{"type": "text", "text": header}, {"type": "text", "text": system}],
+            messages=QUESTION,
+            extra_body=GREEDY,
+        )
+
+    first, second = turn("a5145"), turn("0c9d2")
+    assert first.content[0].text == second.content[0].text
+    total = second.usage.input_tokens + (second.usage.cache_read_input_tokens or 0)
+    assert (second.usage.cache_read_input_tokens or 0) >= total - 8  # all but the last few
+
+
+def test_keep_billing_header_keeps_the_line() -> None:
+    from backend.server.anthropic.translation import system_text
+
+    header = "x-anthropic-billing-header: cc_version=2.1.160.a1f; cc_entrypoint=cli; cch=a5145;"
+    assert system_text(header + "\nYou are a poet.") == "You are a poet."
+    assert system_text(header + "\nYou are a poet.", keep_billing_header=True).startswith(header)
+
+
 def test_tool_results_as_block_arrays_and_errors(live_server: LiveServer) -> None:
     """tool_result content as a string or a block array (joined by newlines); ``is_error``
     reaches the model."""

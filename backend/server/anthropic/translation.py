@@ -4,6 +4,7 @@ tool_choice in chat's shapes. The chat request is then prepared and generated as
 
 from __future__ import annotations
 
+import logging
 import re
 from typing import Any
 
@@ -24,10 +25,14 @@ from backend.server.anthropic.schemas import (
 from backend.server.errors import ApiError
 from backend.server.schemas import ChatCompletionRequest
 
+log = logging.getLogger(__name__)
+
 # Claude Code opens its system prompt with a billing header whose ``cch=`` stamp changes on
 # every request; left in, no request would share its prompt prefix with the one before
 # (llama.cpp PR 21793 blanks the stamp). It means nothing to a local model: it is dropped.
 _BILLING_HEADER = re.compile(r"^x-anthropic-billing-header:(?:\s*[\w.-]+=[^;\n]*;)*\s*")
+
+_said_billing_header: list[bool] = []  # the log says it once per process
 
 # An Anthropic tool's ``type`` when it is the client's own (None: the usual, untyped form)
 _CLIENT_TOOL_TYPES = frozenset({None, "custom"})
@@ -45,12 +50,23 @@ def _cannot_see(where: str, kind: str, model_id: str) -> ApiError:
     )
 
 
-def system_text(system: str | list[TextBlock] | None) -> str:
-    """The top-level ``system`` as one text, Claude Code's billing header left out."""
+def system_text(system: str | list[TextBlock] | None, keep_billing_header: bool = False) -> str:
+    """The top-level ``system`` as one text, Claude Code's billing header left out unless
+    ``keep_billing_header`` (``serve --keep-billing-header``)."""
     if system is None:
         return ""
     parts = [system] if isinstance(system, str) else [b.text for b in system]
-    return "\n".join(t for t in (_BILLING_HEADER.sub("", p, count=1) for p in parts) if t)
+    if not keep_billing_header:
+        kept = [_BILLING_HEADER.sub("", p, count=1) for p in parts]
+        if kept != parts and not _said_billing_header:
+            _said_billing_header.append(True)
+            log.info(
+                "dropping Claude Code's x-anthropic-billing-header line from /v1/messages "
+                "system prompts (metadata that changes on every request and would defeat "
+                "prompt caching; --keep-billing-header keeps it)"
+            )
+        parts = kept
+    return "\n".join(t for t in parts if t)
 
 
 def _text_parts(
@@ -106,11 +122,13 @@ def _tool_result_text(block: ToolResultBlock, where: str, model_id: str) -> str:
     return TOOL_ERROR_PREFIX + text if block.is_error else text
 
 
-def chat_messages(body: CountTokensRequest, model_id: str) -> list[dict[str, Any]]:
+def chat_messages(
+    body: CountTokensRequest, model_id: str, keep_billing_header: bool = False
+) -> list[dict[str, Any]]:
     """Chat messages for ``body``: one system message first (the top-level ``system`` and any
     system-role messages, in order: chat templates take a system message only first), then
     each turn. A user turn's tool results become tool messages, ahead of its text."""
-    system = [system_text(body.system)]
+    system = [system_text(body.system, keep_billing_header)]
     turns: list[dict[str, Any]] = []
     for i, message in enumerate(body.messages):
         where = f"messages[{i}]"
@@ -166,11 +184,13 @@ def _one_call(choice: ToolChoice | None) -> bool:
     return choice is not None and choice.disable_parallel_tool_use is True
 
 
-def to_chat_request(body: CountTokensRequest, model_id: str) -> ChatCompletionRequest:
+def to_chat_request(
+    body: CountTokensRequest, model_id: str, keep_billing_header: bool = False
+) -> ChatCompletionRequest:
     """The chat request that ``body`` asks for; ``model_id`` names the model in errors."""
     chat: dict[str, Any] = {
         "model": body.model,
-        "messages": chat_messages(body, model_id),
+        "messages": chat_messages(body, model_id, keep_billing_header),
         "tools": chat_tools(body),
         "tool_choice": chat_tool_choice(body.tool_choice),
         "parallel_tool_calls": False if _one_call(body.tool_choice) else None,

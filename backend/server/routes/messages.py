@@ -37,7 +37,8 @@ def _prepare(body: CountTokensRequest, engine: Engine, request: Request) -> Prep
     """Chat's preparation of the translated request; a prompt that cannot fit in the context
     is answered in the words Anthropic uses ("prompt is too long"), which Claude Code reads
     as the sign to compact the conversation."""
-    chat = to_chat_request(body, engine.model_id)
+    keep_header: bool = request.app.state.server_settings.keep_billing_header
+    chat = to_chat_request(body, engine.model_id, keep_header)
     try:
         return prepare_chat(chat, engine, request)
     except ContextOverflowError as exc:
