@@ -88,6 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     src = sdist / "vendor" / "llama.cpp"
     log.info("trimming %s", src.relative_to(ROOT) if src.is_relative_to(ROOT) else src)
     dropped = carry_source.copy_trimmed(src, out / "llama.cpp")
+    carry_source.apply_patches(out / "llama.cpp")  # our wheel's fixes (the AMX tile config)
     copy_python_package(sdist, out / "pypkg")
 
     wheel_plan = carry_wheels.plan(Path(sys.executable), ROOT)

@@ -81,7 +81,6 @@ def copy_trimmed(src: Path, dest: Path) -> list[str]:
         ):
             shutil.rmtree(backend)
             dropped.append(f"ggml/src/{backend.name}")
-    apply_patches(dest)
     for rel in DROP_TOOLS:
         path = dest / "tools" / rel
         if path.is_dir():
