@@ -218,6 +218,17 @@ def combine_snapshots(snapshots: list[StatsSnapshot]) -> StatsSnapshot | None:
     prefix = first.prefix_cache.model_copy(
         update={n: total("prefix_cache", n) for n in type(first.prefix_cache).model_fields}
     )
+    tiers = first.session_cache.model_copy(
+        update={
+            tier: getattr(first.session_cache, tier).model_copy(
+                update={
+                    n: sum(getattr(getattr(s.session_cache, tier), n) for s in snapshots)
+                    for n in type(getattr(first.session_cache, tier)).model_fields
+                }
+            )
+            for tier in ("ram", "disk")
+        }
+    )
     system = first.system.model_copy(
         update={
             "rss_bytes": sum(s.system.rss_bytes for s in snapshots),
@@ -232,6 +243,7 @@ def combine_snapshots(snapshots: list[StatsSnapshot]) -> StatsSnapshot | None:
             "latency": latency,
             "kv": first.kv.model_copy(update=kv_update),
             "prefix_cache": prefix,
+            "session_cache": tiers,
             "system": system,
             "model": model,
             "uptime_s": max(s.uptime_s for s in snapshots),

@@ -72,19 +72,12 @@ def serving_detail(knobs: ServerKnobs, pid: int | None) -> str:
     return f"{served_model(knobs.model)} · {room}{spread} · pid {pid}"
 
 
-CPU_PATH_WORDS = {
-    "AMX": "AMX (Intel's matrix units; weights repacked for them)",
-    "repack": "repacked weights",
-    "plain": "plain",
-}
-
-
-def cpu_path_text(path: str, reason: str) -> str:
+def cpu_path_text(path: str, reason: str, extra_buffers: list[str]) -> str:
     """The Status box's line on how the served model's CPU weights run, e.g.
+    'CPU path: repack (CPU_REPACK) · extra buffer types on (probe passed)' or
     'CPU path: plain · extra buffer types off: probe child died on SIGSEGV'."""
-    return (
-        f"CPU path: {CPU_PATH_WORDS.get(path, path)} · {reason}" if reason else f"CPU path: {path}"
-    )
+    buffers = f" ({', '.join(extra_buffers)})" if path != "plain" and extra_buffers else ""
+    return f"CPU path: {path}{buffers}" + (f" · {reason}" if reason else "")
 
 
 @dataclass(frozen=True)

@@ -74,6 +74,19 @@ def _nan_if_none(value: float | None) -> float:
     return float("nan") if value is None else float(value)
 
 
+def session_tiers_text(s: StatsSnapshot) -> str:
+    """The prefix tile's tooltip: what the slots reused, and the sessions kept past their
+    slot in RAM and on disk (--cache-ram, --cache-disk) with their hits."""
+    lines = [f"Prefix reuse: {s.prefix_cache.hits} hits, {s.prefix_cache.tokens_saved} tokens"]
+    for name, t in (("RAM", s.session_cache.ram), ("Disk", s.session_cache.disk)):
+        budget = human_bytes(t.budget_bytes) if t.budget_bytes else "off"
+        lines.append(
+            f"{name}: {t.entries} sessions, {human_bytes(t.bytes)} of {budget}; "
+            f"{t.hits} hits, {t.misses} misses, {t.tokens_saved} tokens restored"
+        )
+    return "\n".join(lines)
+
+
 class DashboardPage(QWidget):
     REDRAW_MS = 200
 
@@ -377,6 +390,7 @@ class DashboardPage(QWidget):
         self.tiles["prefix"].caption.setText(
             f"prefix hits · {s.prefix_cache.tokens_saved} tok saved"
         )
+        self.tiles["prefix"].setToolTip(session_tiers_text(s))
         self._update_spec_tile()
         self.tiles["done"].set_value(f"{requests.completed}")
 

@@ -109,6 +109,25 @@ def _knob_spin(name: str, step: int = 1, special: str | None = None) -> QSpinBox
     return box
 
 
+AUTO = -1  # a budget spin box's "auto" (the knob's None: sized by the server)
+
+
+def _budget_spin(name: str) -> QSpinBox:
+    """A MiB budget whose None is "auto" (shown below 0) and 0 is off."""
+    box = QSpinBox()
+    box.setRange(AUTO, min(knob_bounds(name)[1], 99_999))  # a narrow box; serve takes more
+    box.setSingleStep(512)
+    box.setSpecialValueText("auto")
+    box.setValue(AUTO)
+    box.setAccelerated(True)
+    box.setToolTip(ServerKnobs.model_fields[name].description or "")
+    return box
+
+
+def _budget_value(box: QSpinBox) -> int | None:
+    return None if box.value() == AUTO else box.value()
+
+
 def _knob_combo(name: str) -> QComboBox:
     combo = QComboBox()
     combo.addItems(knob_choices(name))
@@ -219,7 +238,7 @@ class ServerPage(QWidget):
     def _build_knobs_box(self) -> QGroupBox:
         box = QGroupBox("Engine")
         grid = QGridLayout(box)
-        grid.setHorizontalSpacing(14)
+        grid.setHorizontalSpacing(12)  # six rows of four: leaves room for the scroll bar
         grid.setVerticalSpacing(8)
         self.ctx_spin = _knob_spin("ctx_size", 256)
         self.parallel_spin = _knob_spin("parallel")
@@ -245,12 +264,16 @@ class ServerPage(QWidget):
             "per slot (default): each sequence gets context/parallel cells of its own "
             "(llama-server's layout with -np); faster, since a row attends only to its slot"
         )
+        # sessions kept past their slot (issue 29): llama-server's --cache-ram, and on disk
+        self.cache_ram_spin = _budget_spin("cache_ram")
+        self.cache_disk_spin = _budget_spin("cache_disk")
         pairs = [
             ("Context length", self.ctx_spin, "Parallel sequences", self.parallel_spin),
             ("Batch size", self.batch_spin, "Micro-batch size", self.ubatch_spin),
             ("GPU layers", self.ngl_spin, "CPU threads", self.threads_spin),
             ("K cache type", self.ctk_combo, "V cache type", self.ctv_combo),
             ("Flash attention", self.fa_combo, "KV cache", self.kv_layout_combo),
+            ("RAM cache MiB", self.cache_ram_spin, "Disk cache MiB", self.cache_disk_spin),
         ]
         for row, (l1, w1, l2, w2) in enumerate(pairs):
             grid.addWidget(QLabel(l1), row, 0)
@@ -261,7 +284,7 @@ class ServerPage(QWidget):
         grid.setColumnStretch(1, 1)
         grid.setColumnStretch(3, 1)
         self.model_picker.layers_read.connect(self.ngl_spin.setMaximum)
-        for spin in self.knob_spins.values():
+        for spin in (*self.knob_spins.values(), self.cache_ram_spin, self.cache_disk_spin):
             spin.valueChanged.connect(self._on_knob_changed)
         for combo in (self.ctk_combo, self.ctv_combo, self.fa_combo, self.kv_layout_combo):
             combo.currentIndexChanged.connect(self._on_knob_changed)
@@ -407,6 +430,8 @@ class ServerPage(QWidget):
         self.ctv_combo.setCurrentText(k.cache_type_v)
         self.fa_combo.setCurrentText(k.flash_attn)
         self.kv_layout_combo.setCurrentIndex(0 if k.kv_unified else 1)
+        self.cache_ram_spin.setValue(AUTO if k.cache_ram is None else k.cache_ram)
+        self.cache_disk_spin.setValue(AUTO if k.cache_disk is None else k.cache_disk)
         self.draft_picker.select(k.model_draft or self._remembered_draft())
         self.draft_spin.setValue(k.draft_max)
         self.set_spec_mode(spec_mode(k))
@@ -429,6 +454,8 @@ class ServerPage(QWidget):
             "cache_type_v": self.ctv_combo.currentText(),
             "flash_attn": self.fa_combo.currentText(),
             "kv_unified": self.kv_layout_combo.currentIndex() == 0,
+            "cache_ram": _budget_value(self.cache_ram_spin),
+            "cache_disk": _budget_value(self.cache_disk_spin),
             "host": self.host_edit.text().strip() or "127.0.0.1",
             "api_key": self.key_edit.text().strip(),
             "cors_origins": origins,
@@ -633,7 +660,9 @@ class ServerPage(QWidget):
 
     def _on_stats(self, snapshot: StatsSnapshot, _received_at: float) -> None:
         model = snapshot.model
-        self.status.show_cpu_path(cpu_path_text(model.cpu_path, model.cpu_path_reason))
+        self.status.show_cpu_path(
+            cpu_path_text(model.cpu_path, model.cpu_path_reason, model.extra_buffers)
+        )
 
     def _on_crashed(self, message: str) -> None:
         advice = failure_advice(self.server.last_error)

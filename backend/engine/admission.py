@@ -19,6 +19,12 @@ something, the prefix is first moved to a spare slot. A shared prefix held by an
 slot is copied whole-stream, then trimmed. When no slot is empty, a request that
 extends a cached slot's prefix (a conversation's next turn) runs in that slot, wherever
 it is, rather than push another prefix out.
+
+With a session store (:mod:`backend.engine.session_cache`, ``--cache-ram``), a cached
+sequence whose cells are about to be overwritten or freed is first copied to host RAM
+(:meth:`AdmissionPolicy._save_cached`), and a request whose prompt shares a longer prefix
+with a saved session than with anything in the KV cache gets that session loaded into its
+sequence id and cut to the common prefix.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ import numpy as np
 
 from backend.engine.kv_cache import KvAccounting
 from backend.engine.sequence import CacheEntry, Sequence, common_prefix
+from backend.engine.session_cache import Match, SessionStore
 
 # Wait for a running prefill rather than recompute, when it would save this many tokens.
 MIN_SHARED_PREFIX = 32
@@ -54,6 +61,7 @@ class AdmissionPolicy(ABC):
         self.cache: OrderedDict[int, CacheEntry] = OrderedDict()
         self.free_ids = list(range(n_seq_max - 1, -1, -1))
         self._admit_counter = 0
+        self.sessions: SessionStore | None = None  # set by the scheduler (--cache-ram)
 
     def admit_waiting(self, waiting: deque[Sequence], running: list[Sequence]) -> list[Sequence]:
         """Admit requests from the front of ``waiting`` into ``running`` while fewer than
@@ -81,10 +89,20 @@ class AdmissionPolicy(ABC):
         or say why not."""
         target = np.asarray(seq.tokens, dtype=np.int32)
         matched, src, src_cached = self._best_source(seq, target, running)
-        if self._worth_waiting(seq, target, matched, running):
+        stored = self._stored_match(seq, target, matched)
+        available = stored.n if stored is not None else matched
+        if self._worth_waiting(seq, target, available, running):
             return Admission.DEFER
-        outcome = self._place(seq, matched, src, src_cached, running)
+        if stored is None:
+            outcome = self._place(seq, matched, src, src_cached, running)
+        else:  # a fresh sequence id, then the saved session loaded into it
+            outcome = self._place(seq, 0, -1, False, running)
+            if outcome is Admission.ADMITTED:
+                matched = self._restore(seq.seq_id, stored)
         if outcome is Admission.ADMITTED:
+            counted = seq.preempted == 0 and seq.request.prompt_logprobs is None
+            if self.sessions is not None and counted:
+                self.sessions.record(stored, matched if stored is not None else 0)
             seq.n_past = matched
             if seq.preempted == 0:
                 seq.cached_tokens = matched
@@ -92,6 +110,34 @@ class AdmissionPolicy(ABC):
             seq.admit_order = self._admit_counter
             running.append(seq)
         return outcome
+
+    def _stored_match(self, seq: Sequence, target: np.ndarray, matched: int) -> Match | None:
+        """A saved session that shares a longer prefix with ``seq``'s prompt than the
+        ``matched`` tokens the KV cache holds, by enough to be worth a restore."""
+        if self.sessions is None or seq.request.prompt_logprobs is not None:
+            return None
+        return self.sessions.best(target, len(seq.tokens) - 1, matched)
+
+    def _restore(self, seq_id: int, match: Match) -> int:
+        """Load ``match`` into the empty ``seq_id`` and cut it to the shared prefix; the
+        tokens it gives (0 when there was no room for it or it could not be loaded)."""
+        assert self.sessions is not None
+        if not self._room_for(seq_id, len(match.entry.tokens)):
+            return 0
+        restored = self.sessions.restore(seq_id, match)
+        if restored > 0:
+            self.kv.keep(seq_id, restored)
+        return restored
+
+    def _room_for(self, seq_id: int, n_cells: int) -> bool:
+        """Whether ``seq_id`` can take ``n_cells`` cells now (before they are cut back)."""
+        return n_cells <= self.kv.free
+
+    def _save_cached(self, seq_id: int) -> None:
+        """The cache entry in ``seq_id`` is about to lose cells: save it first."""
+        entry = self.cache.get(seq_id)
+        if entry is not None and self.sessions is not None:
+            self.sessions.save(seq_id, entry.tokens)
 
     @abstractmethod
     def _place(
@@ -155,6 +201,8 @@ class AdmissionPolicy(ABC):
             self.cache[seq.seq_id] = entry
             self._trim_cache(seq.seq_id)
         else:
+            if seq.n_past > 0 and self.sessions is not None:
+                self.sessions.save(seq.seq_id, np.asarray(seq.tokens[: seq.n_past], np.int32))
             self.release(seq.seq_id)
         seq.seq_id = -1
 
@@ -171,10 +219,18 @@ class AdmissionPolicy(ABC):
         """Free the least recently used prefix-cache entry not in ``protect``."""
         for seq_id in self.cache:
             if seq_id not in protect:
+                self._save_cached(seq_id)
                 self.cache.pop(seq_id)
                 self.release(seq_id)
                 return True
         return False
+
+    def save_all_cached(self) -> None:
+        """Save every cache entry (the engine is closing and the disk tier keeps them)."""
+        if self.sessions is None:
+            return
+        for seq_id in reversed(self.cache):  # the most recently used first
+            self._save_cached(seq_id)
 
     def preempt_youngest(self, running: list[Sequence]) -> Sequence | None:
         """Take the last admitted of several running sequences out of ``running`` and free
@@ -222,6 +278,8 @@ class UnifiedAdmission(AdmissionPolicy):
                 self.kv.copy_prefix(src, seq.seq_id, matched)
         elif src_cached and src in self.cache:
             # adopt the cache entry itself: keep its first `matched` cells
+            if matched < len(self.cache[src].tokens):
+                self._save_cached(src)
             self.cache.pop(src)
             seq.seq_id = src
             self.kv.keep(src, matched)
@@ -230,6 +288,12 @@ class UnifiedAdmission(AdmissionPolicy):
         if src_cached and src in self.cache:
             self.cache.move_to_end(src)
         return Admission.ADMITTED
+
+    def _room_for(self, seq_id: int, n_cells: int) -> bool:
+        while self.kv.free < n_cells:
+            if not self.evict_cached():
+                return False
+        return True
 
     def _keeps(self, seq: Sequence) -> bool:
         return self.cache_entries > 0
@@ -279,7 +343,9 @@ class PerSlotAdmission(AdmissionPolicy):
         if not spare:
             spare = [s for s in self.cache if s not in (slot, avoid)]
             if not spare or len(self.cache[spare[0]].tokens) >= len(tokens) - kept:
+                self._save_cached(slot)  # its tokens past `kept` are about to go
                 return
+            self._save_cached(spare[0])  # about to be overwritten
         to = spare[0]
         self.kv.copy_stream(slot, to)
         self._claim(to)

@@ -137,6 +137,7 @@ class Engine:
         if not done.wait(timeout=300) or errors:
             raise EngineError(f"warm-up generation failed: {errors or 'timed out'}")
         self.scheduler.stats.reset_traffic()
+        self.scheduler.reset_session_counters()
 
     def close(self) -> None:
         self.scheduler.close()

@@ -10,15 +10,20 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
+from dataclasses import asdict, fields
 
 import numpy as np
 
+from backend.engine.session_cache import TierSnapshot
 from backend.engine.stats_model import (
+    DiskSessionStats,
     KvStats,
     LatencyStats,
     ModelStats,
     PrefixCacheStats,
+    RamSessionStats,
     RequestStats,
+    SessionCacheStats,
     SpeculativeStats,
     StatsSnapshot,
     StepStats,
@@ -34,6 +39,13 @@ def _percentile(values: deque[float], q: float) -> float | None:
     if not values:
         return None
     return float(np.percentile(np.fromiter(values, dtype=np.float64), q))
+
+
+def _tier(snap: TierSnapshot | None) -> dict[str, int]:
+    """A tier's stats fields; zeros when the tier is off."""
+    if snap is None:
+        return {f.name: 0 for f in fields(TierSnapshot)}
+    return asdict(snap)
 
 
 class EngineStats:
@@ -53,6 +65,8 @@ class EngineStats:
         self.prefix_misses = 0
         self.prefix_tokens_saved = 0
         self.prefix_entries = 0
+        self.session_ram: TierSnapshot | None = None
+        self.session_disk: TierSnapshot | None = None
         self.kv_cells_used = 0
         self.kv_cells_total = 0
         self.kv_bytes_per_cell = 0
@@ -173,6 +187,10 @@ class EngineStats:
                     misses=self.prefix_misses,
                     tokens_saved=self.prefix_tokens_saved,
                     entries=self.prefix_entries,
+                ),
+                session_cache=SessionCacheStats(
+                    ram=RamSessionStats(**_tier(self.session_ram)),
+                    disk=DiskSessionStats(**_tier(self.session_disk)),
                 ),
                 step=StepStats(
                     steps=self.steps,

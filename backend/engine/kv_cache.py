@@ -6,14 +6,17 @@ ordered list of segments (runs of positions); a copied prefix shares the source'
 segments, and a segment's cells are freed only when its last holder lets it go. With a
 KV stream per slot nothing is shared: a copy is a whole stream of the copy's own.
 
-:class:`KvCache` makes each ``llama_memory_seq_*`` call together with its accounting, so
-the two cannot drift apart. :class:`KvAccounting` alone is the same cache without a model:
-admission takes either, and tests run it in milliseconds.
+:class:`KvCache` makes each ``llama_memory_seq_*`` (and ``llama_state_seq_*``) call
+together with its accounting, so the two cannot drift apart. :class:`KvAccounting` alone is
+the same cache without a model: admission takes either, and tests run it in milliseconds.
 """
 
 from __future__ import annotations
 
+import ctypes
+
 import llama_cpp
+import numpy as np
 
 
 class _Segment:
@@ -87,6 +90,19 @@ class KvAccounting:
         """Drop every cell of ``seq_id``."""
         self._forget(seq_id)
 
+    def save_seq(self, seq_id: int) -> np.ndarray | None:
+        """The state of ``seq_id``'s cells, to be put back by :meth:`restore_seq`; None when
+        it cannot be read. Without a model there is nothing to copy: one byte per cell
+        stands for it, so that byte budgets can be tested without llama.cpp."""
+        return np.zeros(self.length(seq_id), dtype=np.uint8)
+
+    def restore_seq(self, seq_id: int, state: np.ndarray, n_cells: int) -> bool:
+        """``seq_id`` holds the ``n_cells`` cells saved in ``state``, whatever it held
+        before; False (and ``seq_id`` empty) when the state could not be loaded."""
+        self._forget(seq_id)
+        self.add_cells(seq_id, n_cells)
+        return True
+
     def _forget(self, seq_id: int) -> None:
         for seg in self._segments.pop(seq_id, []):
             self._release(seg, seq_id)
@@ -114,10 +130,18 @@ class KvAccounting:
 
 
 class KvCache(KvAccounting):
-    """The ``llama_memory`` of one context: each change is made there and counted here."""
+    """The ``llama_memory`` of one context: each change is made there and counted here.
 
-    def __init__(self, memory: llama_cpp.llama_memory_t, n_cells: int) -> None:
+    :meth:`save_seq` and :meth:`restore_seq` copy a sequence's cells to host memory and
+    back (``llama_state_seq_get_data``/``set_data``). The bytes are llama.cpp's own sequence
+    format (positions, then K and V rows per layer); they load only into a context of the
+    same model, KV types and layout."""
+
+    def __init__(
+        self, ctx: llama_cpp.llama_context_p, memory: llama_cpp.llama_memory_t, n_cells: int
+    ) -> None:
         super().__init__(n_cells)
+        self._ctx = ctx
         self._memory = memory
 
     def copy_prefix(self, src: int, dst: int, n: int) -> None:
@@ -136,3 +160,26 @@ class KvCache(KvAccounting):
     def rm(self, seq_id: int) -> None:
         llama_cpp.llama_memory_seq_rm(self._memory, seq_id, -1, -1)
         super().rm(seq_id)
+
+    def save_seq(self, seq_id: int) -> np.ndarray | None:
+        size = llama_cpp.llama_state_seq_get_size(self._ctx, seq_id)
+        if size <= 0:
+            return None
+        state = np.empty(size, dtype=np.uint8)  # not zero-filled: llama.cpp writes it all
+        written = llama_cpp.llama_state_seq_get_data(
+            self._ctx, state.ctypes.data_as(ctypes.POINTER(ctypes.c_uint8)), size, seq_id
+        )
+        return state[:written] if written > 0 else None
+
+    def restore_seq(self, seq_id: int, state: np.ndarray, n_cells: int) -> bool:
+        # llama.cpp empties seq_id first, and empties it again when the load fails
+        read = llama_cpp.llama_state_seq_set_data(
+            self._ctx,
+            state.ctypes.data_as(ctypes.POINTER(ctypes.c_uint8)),
+            state.nbytes,
+            seq_id,
+        )
+        if read <= 0:
+            super().rm(seq_id)
+            return False
+        return super().restore_seq(seq_id, state, n_cells)

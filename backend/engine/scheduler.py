@@ -47,6 +47,7 @@ from backend.engine.request_types import (
 )
 from backend.engine.sampler_chain import GRAMMAR_DONE
 from backend.engine.sequence import Sequence
+from backend.engine.session_setup import session_store_for
 from backend.engine.speculative.speculator import Speculator
 from backend.engine.speculative.verify import verify_draft
 from backend.engine.step_planner import StepPlan, plan_step
@@ -82,7 +83,7 @@ class Scheduler:
         self._waiting: deque[Sequence] = deque()
         self._running: list[Sequence] = []
         self._outbox: list[tuple[EventSink, EngineEvent]] = []
-        self.kv = KvCache(runtime.memory, runtime.n_ctx)
+        self.kv = KvCache(runtime.ctx, runtime.memory, runtime.n_ctx)
         self._per_slot = not runtime.kv_unified
         self.admission: AdmissionPolicy
         if self._per_slot:
@@ -93,6 +94,10 @@ class Scheduler:
             self.admission = UnifiedAdmission(
                 self.kv, n_seq_max=runtime.n_seq_max, parallel=parallel, cache_entries=cache_entries
             )
+        # sessions that outlive their slot: --cache-ram, --cache-disk
+        self.sessions = session_store_for(runtime, self.kv)
+        self.admission.sessions = self.sessions
+        self._publish_gauges()
         self.logprobs = LogprobReader(runtime)
         self._n_batch = runtime.n_batch
         self._batch = llama_cpp.llama_batch_init(self._n_batch, 0, 1)
@@ -134,7 +139,28 @@ class Scheduler:
 
     def close(self) -> None:
         self.stop()
+        self._close_sessions()
         llama_cpp.llama_batch_free(self._batch)
+
+    def _close_sessions(self) -> None:
+        """Hand the cached sequences and the RAM tier to the disk tier, and wait for its
+        writes: a restart then finds them. Only once the loop has stopped, which owns the
+        context until then."""
+        sessions = self.sessions
+        if sessions is None:
+            return
+        if self._thread.is_alive():
+            log.warning("the scheduler did not stop: cached sessions are not saved")
+            return
+        if sessions.disk is not None:
+            self.admission.save_all_cached()
+        sessions.close()
+        self.sessions = self.admission.sessions = None
+
+    def reset_session_counters(self) -> None:
+        """Forget the session tiers' hits and misses (the warm-up is not user traffic)."""
+        if self.sessions is not None:
+            self.sessions.reset_counters()
 
     # ---- scheduler thread --------------------------------------------------------
     @property
@@ -537,3 +563,5 @@ class Scheduler:
             stats.kv_cells_total = self.kv.n_cells
             stats.kv_bytes_per_cell = self.rt.kv_bytes_per_cell
             stats.prefix_entries = len(self.admission.cache)
+            if self.sessions is not None:
+                stats.session_ram, stats.session_disk = self.sessions.snapshot()

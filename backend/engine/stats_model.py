@@ -93,6 +93,69 @@ class PrefixCacheStats(StatsSection):
     )
 
 
+class RamSessionStats(StatsSection):
+    """Sessions whose slot served another request, kept in host RAM (``--cache-ram``)."""
+
+    entries: int = metric_field("Sessions kept in RAM", "quantdesk_session_ram_entries")
+    bytes: int = metric_field("RAM the kept sessions take, bytes", "quantdesk_session_ram_bytes")
+    budget_bytes: int = metric_field(
+        "RAM budget for kept sessions, bytes (0: off)", "quantdesk_session_ram_budget_bytes"
+    )
+    hits: int = metric_field(
+        "Requests whose prefix was restored from RAM", "quantdesk_session_ram_hits", "counter"
+    )
+    misses: int = metric_field(
+        "Requests the RAM tier did not serve (the KV cache held as much, or nothing matched)",
+        "quantdesk_session_ram_misses",
+        "counter",
+    )
+    tokens_saved: int = metric_field(
+        "Prompt tokens restored from RAM instead of decoded",
+        "quantdesk_session_ram_tokens_saved",
+        "counter",
+    )
+
+
+class DiskSessionStats(StatsSection):
+    """Sessions kept on disk under QUANTDESK_HOME (``--cache-disk``); they survive a restart."""
+
+    entries: int = metric_field("Sessions kept on disk", "quantdesk_session_disk_entries")
+    bytes: int = metric_field("Disk the kept sessions take, bytes", "quantdesk_session_disk_bytes")
+    budget_bytes: int = metric_field(
+        "Disk budget for kept sessions, bytes (0: off)", "quantdesk_session_disk_budget_bytes"
+    )
+    hits: int = metric_field(
+        "Requests whose prefix was read from disk", "quantdesk_session_disk_hits", "counter"
+    )
+    misses: int = metric_field(
+        "Requests the disk tier was asked for and did not serve",
+        "quantdesk_session_disk_misses",
+        "counter",
+    )
+    tokens_saved: int = metric_field(
+        "Prompt tokens read from disk instead of decoded",
+        "quantdesk_session_disk_tokens_saved",
+        "counter",
+    )
+
+
+class SessionCacheStats(StatsSection):
+    """Sessions kept past their slot; restored tokens also count in ``prefix_cache``."""
+
+    ram: RamSessionStats = Field(
+        default_factory=lambda: RamSessionStats(
+            entries=0, bytes=0, budget_bytes=0, hits=0, misses=0, tokens_saved=0
+        ),
+        description="The RAM tier",
+    )
+    disk: DiskSessionStats = Field(
+        default_factory=lambda: DiskSessionStats(
+            entries=0, bytes=0, budget_bytes=0, hits=0, misses=0, tokens_saved=0
+        ),
+        description="The disk tier",
+    )
+
+
 class StepStats(StatsSection):
     """Scheduler steps (one ``llama_decode`` each) since the server started."""
 
@@ -179,6 +242,9 @@ class StatsSnapshot(StatsSection):
     latency: LatencyStats
     kv: KvStats
     prefix_cache: PrefixCacheStats
+    session_cache: SessionCacheStats = Field(
+        default_factory=SessionCacheStats, description="Sessions kept in RAM and on disk"
+    )
     step: StepStats
     speculative: SpeculativeStats = Field(
         default_factory=_no_speculation, description="Speculative decoding counters"

@@ -127,6 +127,29 @@ class ServingKnobs(BaseModel):
         json_schema_extra={"flags": ["--prefix-cache"]},
     )
 
+    cache_ram: int | None = Field(
+        default=None,
+        ge=0,
+        le=16_777_216,
+        description=(
+            "MiB of host RAM for the KV of sessions whose slot served another request, "
+            "restored when a prompt shares their prefix, as llama-server's --cache-ram "
+            "(0 = off; default: the smaller of 8192 MiB and a tenth of the available RAM)"
+        ),
+        json_schema_extra={"flags": ["--cache-ram"]},
+    )
+    cache_disk: int | None = Field(
+        default=None,
+        ge=0,
+        le=16_777_216,
+        description=(
+            "MiB of disk under QUANTDESK_HOME for the coldest cached sessions, so that they "
+            "survive a restart (0 = off; default: the smaller of 4096 MiB and a tenth of the "
+            "free disk)"
+        ),
+        json_schema_extra={"flags": ["--cache-disk"]},
+    )
+
     rpc: str | None = Field(
         default=None,
         description=(

@@ -95,6 +95,27 @@ def test_all_models_adds_up_and_keeps_the_worst_latency() -> None:
     p99s = [s.latency.ttft_ms_p99 for s in (one, two) if s.latency.ttft_ms_p99 is not None]
     assert both.latency.ttft_ms_p99 == (max(p99s) if p99s else None)
     assert both.model.id == "2 models"
+    # each model's sessions kept in RAM and on disk add up, tier by tier
+    kept = [
+        s.model_copy(
+            update={
+                "session_cache": s.session_cache.model_copy(
+                    update={
+                        "ram": s.session_cache.ram.model_copy(update={"entries": k}),
+                        "disk": s.session_cache.disk.model_copy(update={"tokens_saved": 100 * k}),
+                    }
+                )
+            }
+        )
+        for k, s in ((2, one), (5, two))
+    ]
+    both = combine_snapshots(kept)
+    assert both is not None and both.session_cache.ram.entries == 7
+    assert both.session_cache.disk.tokens_saved == 700
+    from app.pages.dashboard_page import session_tiers_text
+
+    said = session_tiers_text(both)
+    assert "RAM: 7 sessions" in said and "700 tokens restored" in said
     assert combine_snapshots([one]) is one
     assert combine_snapshots([]) is None
 

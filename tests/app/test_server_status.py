@@ -68,3 +68,12 @@ def test_the_endpoint_names_the_model_and_the_port_clients_dial() -> None:
     )
     shared = default.model_copy(update={"kv_unified": True})
     assert serving_detail(shared, 1234).endswith("4 parallel sharing 16,384 tokens · pid 1234")
+
+
+def test_the_cpu_path_line_says_the_path_the_buffers_and_why() -> None:
+    from app.page_models.server_status import cpu_path_text
+
+    on = cpu_path_text("AMX", "extra buffer types on (probe passed)", ["AMX", "CPU_REPACK"])
+    assert on == "CPU path: AMX (AMX, CPU_REPACK) · extra buffer types on (probe passed)"
+    off = cpu_path_text("plain", "extra buffer types off: probe child died on SIGILL", ["AMX"])
+    assert off == "CPU path: plain · extra buffer types off: probe child died on SIGILL"

@@ -101,8 +101,7 @@ def test_serve_chat_watch_crash_restart(window: MainWindow, qtbot: QtBot) -> Non
     # the Server page says how the model's CPU weights run, as the server reports it
     path = window.context.latest_stats.model.cpu_path if window.context.latest_stats else "?"
     cpu_line = server_page.status.cpu_label.text()
-    assert cpu_line.startswith("CPU path: ") and path in ("AMX", "repack", "plain")
-    assert {"AMX": "AMX", "repack": "repacked", "plain": "plain"}[path] in cpu_line
+    assert cpu_line.startswith(f"CPU path: {path}") and path in ("AMX", "repack", "plain")
     saved = ChatStore().list()
     assert len(saved) == 1 and saved[0].messages[-1].content == reply.content
 

@@ -127,6 +127,8 @@ def test_generated_command_line_parses_back_to_the_same_settings(
         kv_unified=True,
         no_repack=True,
         prefix_cache_entries=0,
+        cache_ram=512,
+        cache_disk=0,
         model_alias="x",
         chat_template_file="/templates/t.jinja",
         threads_batch=5,
@@ -161,6 +163,7 @@ def test_generated_command_line_parses_back_to_the_same_settings(
         max_embedding_inputs=3,
         responses_store_mib=5,
         reasoning_format="none",
+        keep_billing_header=True,
         port_file="/tmp/port",
     )
     # every flag is exercised: no field keeps its default

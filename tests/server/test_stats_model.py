@@ -39,6 +39,7 @@ SERVED_KEYS = {
     "latency": {"ttft_ms_p50", "ttft_ms_p99", "itl_ms_p50", "itl_ms_p99", "ttft_ms_last"},
     "kv": {"cells_used", "cells_total", "bytes_used", "bytes_total", "used_pct"},
     "prefix_cache": {"hits", "misses", "tokens_saved", "entries"},
+    "session_cache": {"ram", "disk"},
     "step": {"steps", "step_ms_avg", "python_ms_avg", "batch_tokens_avg", "preemptions"},
     "speculative": {"type", "drafted", "accepted", "drafts", "acceptance_rate", "draft_ms_avg"},
     "model": {
@@ -61,6 +62,9 @@ SERVED_KEYS = {
         "n_batch",
         "threads",
         "load_seconds",
+        "cpu_path",
+        "cpu_path_reason",
+        "extra_buffers",
     },
     "system": {
         "rss_bytes",
@@ -116,6 +120,18 @@ METRICS_ADDED = {
     "quantdesk_spec_drafts": "counter",
     "quantdesk_spec_acceptance_rate": "gauge",
     "quantdesk_spec_draft_ms_avg": "gauge",
+    **{
+        f"quantdesk_session_{tier}_{name}": kind
+        for tier in ("ram", "disk")
+        for name, kind in [
+            ("entries", "gauge"),
+            ("bytes", "gauge"),
+            ("budget_bytes", "gauge"),
+            ("hits", "counter"),
+            ("misses", "counter"),
+            ("tokens_saved", "counter"),
+        ]
+    },
 }
 
 

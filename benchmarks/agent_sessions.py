@@ -1,0 +1,353 @@
+"""The coding-agent scenario of issue 29: more sessions than slots, a long shared system
+prompt, a context per session, interleaved turns. Prefill decides it.
+
+Each of ``--sessions`` sessions sends ``--turns`` chat requests: turn 0 is the shared system
+prompt (about ``--system-tokens``), the session's own context (about ``--session-tokens``)
+and a question; each later turn adds the answer and a new message of about
+``--turn-tokens``. The client runs turn 0 of every session, then turn 1 of every session,
+and so on, ``--parallel`` requests at a time (the server's slots), so that between two turns
+of a session the other sessions have used every slot: a server that keeps a session's KV
+only in its slot prefills it again at every turn.
+
+Figures per server and turn: TTFT median and p90 (client side, streamed), prompt tokens
+evaluated by the server (ours: ``/v1/stats``; llama-server: each response's
+``timings.prompt_n``), cached tokens reported in ``usage``; per run: wall time and peak RSS.
+``--restart`` adds the restart case: turn 0, the server restarted on the same
+``QUANTDESK_HOME``, then turn 1 (only ours keeps a cache on disk). Every server start is
+followed by one uncounted warm-up request that drafts, so that ours' one-off timing of its
+decode rows (speculative decoding's cost policy) does not land in a measured turn.
+
+Servers: ``ours`` (defaults: RAM and disk tiers on), ``ours-nocache`` (``--cache-ram 0
+--cache-disk 0``), ``llama-server`` (``--llama-server PATH``, at its defaults, ``-nr`` where
+ours runs without extra buffers). Each server runs ``--passes`` times; results go to
+``--out`` as JSON.
+
+    .venv/bin/python -m benchmarks.agent_sessions --servers ours,ours-nocache \\
+        --sessions 8 --turns 3 --passes 1 --out benchmarks/results/agent-sessions
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import queue
+import statistics
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psutil
+
+from backend.bench.prompts import shared_prefix, synthetic_text
+from backend.settings.default_model import default_model_path
+from benchmarks.cpu_path import ours_cpu_path, paths_record
+from benchmarks.peer_servers import (
+    DEFAULT_LLAMA_SERVER,
+    Knobs,
+    ServerSpec,
+    llama_server_argv,
+    ours_argv,
+    peak_rss,
+    started,
+)
+
+QUESTIONS = [
+    "Which function should change first, and why?",
+    "Now rename the main variable and show the new lines.",
+    "Add a docstring to that function.",
+    "Write a one-line test for it.",
+]
+
+
+@dataclass
+class TurnRecord:
+    session: int
+    turn: int
+    ttft_s: float | None
+    total_s: float
+    prompt_tokens: int | None
+    cached_tokens: int | None
+    evaluated: int | None  # llama-server's timings.prompt_n
+    text: str = ""
+    error: str = ""
+
+
+@dataclass
+class RunResult:
+    server: str
+    pass_index: int
+    wall_s: float
+    peak_rss_bytes: int
+    records: list[TurnRecord] = field(default_factory=list)
+    evaluated_total: int | None = None
+    stats: dict[str, Any] = field(default_factory=dict)
+    restart: bool = False
+
+
+def session_context(i: int, n_tokens: int) -> str:
+    return f"Session {i} works on file_{i}.py:\n" + synthetic_text(n_tokens, f"session:{i}")
+
+
+def turn_message(i: int, turn: int, n_tokens: int) -> str:
+    question = QUESTIONS[turn % len(QUESTIONS)]
+    if turn == 0:
+        return question
+    return f"{synthetic_text(n_tokens, f'turn:{i}:{turn}')}\n{question}"
+
+
+class Conversation:
+    def __init__(self, i: int, system: str, args: argparse.Namespace) -> None:
+        self.i = i
+        self.messages: list[dict[str, str]] = [
+            {"role": "system", "content": system},
+            {
+                "role": "user",
+                "content": f"{session_context(i, args.session_tokens)}\n\n"
+                f"{turn_message(i, 0, args.turn_tokens)}",
+            },
+        ]
+
+    def next_turn(self, answer: str, turn: int, n_tokens: int) -> None:
+        self.messages.append({"role": "assistant", "content": answer})
+        self.messages.append({"role": "user", "content": turn_message(self.i, turn, n_tokens)})
+
+
+def stream_chat(
+    client: httpx.Client, url: str, messages: list[dict[str, str]], max_tokens: int
+) -> tuple[float | None, float, str, dict[str, Any]]:
+    """(TTFT s, total s, text, last usage/timings seen)."""
+    body = {
+        "messages": messages,
+        "max_tokens": max_tokens,
+        "temperature": 0,
+        "seed": 1,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    t0 = time.perf_counter()
+    ttft: float | None = None
+    text: list[str] = []
+    extra: dict[str, Any] = {}
+    with client.stream("POST", f"{url}/v1/chat/completions", json=body) as r:
+        r.raise_for_status()
+        for line in r.iter_lines():
+            if not line.startswith("data:"):
+                continue
+            data = line[5:].strip()
+            if data == "[DONE]":
+                break
+            chunk = json.loads(data)
+            for choice in chunk.get("choices") or []:
+                piece = (choice.get("delta") or {}).get("content") or ""
+                if piece:
+                    if ttft is None:
+                        ttft = time.perf_counter() - t0
+                    text.append(piece)
+            if chunk.get("usage"):
+                extra["usage"] = chunk["usage"]
+            if chunk.get("timings"):
+                extra["timings"] = chunk["timings"]
+    return ttft, time.perf_counter() - t0, "".join(text), extra
+
+
+def _turn_worker(
+    url: str,
+    turn: int,
+    jobs: queue.SimpleQueue[Conversation],
+    args: argparse.Namespace,
+    records: list[TurnRecord],
+    lock: threading.Lock,
+) -> None:
+    with httpx.Client(timeout=httpx.Timeout(1800.0)) as client:
+        while True:
+            try:
+                conv = jobs.get_nowait()
+            except queue.Empty:
+                return
+            rec = TurnRecord(conv.i, turn, None, 0.0, None, None, None)
+            try:
+                ttft, total, text, extra = stream_chat(client, url, conv.messages, args.max_tokens)
+                usage = extra.get("usage") or {}
+                details = usage.get("prompt_tokens_details") or {}
+                timings = extra.get("timings") or {}
+                rec.ttft_s, rec.total_s, rec.text = ttft, total, text
+                rec.prompt_tokens = usage.get("prompt_tokens")
+                rec.cached_tokens = details.get("cached_tokens")
+                rec.evaluated = timings.get("prompt_n")
+                conv.next_turn(text, turn + 1, args.turn_tokens)
+            except (httpx.HTTPError, ValueError) as exc:
+                rec.error = str(exc)[:200]
+            with lock:
+                records.append(rec)
+
+
+def run_turns(
+    url: str,
+    conversations: list[Conversation],
+    turns: range,
+    args: argparse.Namespace,
+    records: list[TurnRecord],
+) -> None:
+    """Turn-major, ``args.parallel`` requests in flight."""
+    lock = threading.Lock()
+    for turn in turns:
+        jobs: queue.SimpleQueue[Conversation] = queue.SimpleQueue()
+        for conv in conversations:
+            jobs.put(conv)
+        threads = [
+            threading.Thread(target=_turn_worker, args=(url, turn, jobs, args, records, lock))
+            for _ in range(args.parallel)
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+
+
+WARMUP = "Repeat this list exactly, one item per line: " + ", ".join(
+    f"item {i} costs {3 * i} coins" for i in range(12)
+)
+
+
+def warm_up(url: str) -> None:
+    """One request that drafts (ours times its decode rows the first time a draft needs a
+    length, once per server start): not counted, and sharing no prefix with the sessions."""
+    with httpx.Client(timeout=httpx.Timeout(1800.0)) as client:
+        stream_chat(client, url, [{"role": "user", "content": WARMUP}], 64)
+
+
+def server_spec(name: str, args: argparse.Namespace) -> ServerSpec:
+    if name == "ours":
+        return ServerSpec("ours", ours_argv)
+    if name == "ours-nocache":
+        return ServerSpec(
+            "ours-nocache", ours_argv, extra_flags=["--cache-ram", "0", "--cache-disk", "0"]
+        )
+    if name == "llama-server":
+        binary = Path(args.llama_server)
+        if not binary.is_file():
+            raise SystemExit(f"no llama-server at {binary}: benchmarks/build_llama_server.sh")
+        return ServerSpec("llama-server", llama_server_argv(binary))
+    raise SystemExit(f"unknown server {name!r}")
+
+
+def our_stats(url: str) -> dict[str, Any]:
+    try:
+        return dict(httpx.get(f"{url}/v1/stats", timeout=10).json())
+    except (httpx.HTTPError, ValueError):
+        return {}
+
+
+def one_run(
+    spec: ServerSpec, knobs: Knobs, args: argparse.Namespace, pass_index: int, out: Path
+) -> RunResult:
+    system = shared_prefix(args.system_tokens, "agent-system")
+    conversations = [Conversation(i, system, args) for i in range(args.sessions)]
+    records: list[TurnRecord] = []
+    home = tempfile.mkdtemp(prefix="agent-sessions-home-")
+    os.environ["QUANTDESK_HOME"] = home  # a fresh, empty disk cache per run
+    log = out / f"{spec.name}-pass{pass_index}{'-restart' if args.restart else ''}.log"
+    peak = 0
+    evaluated = 0
+    stats: dict[str, Any] = {}
+    t0 = time.perf_counter()
+    phases = [range(0, 1), range(1, args.turns)] if args.restart else [range(args.turns)]
+    for phase in phases:
+        with started(spec, knobs, log, args.start_timeout) as (url, proc):
+            warm_up(url)
+            before = our_stats(url)
+            with peak_rss({"server": psutil.Process(proc.pid)}) as peaks:
+                run_turns(url, conversations, phase, args, records)
+            after = our_stats(url)
+            peak = max(peak, peaks["server"])
+            if before and after:
+                evaluated += (
+                    after["tokens"]["prompt_decoded_total"]
+                    - before["tokens"]["prompt_decoded_total"]
+                )
+                stats = {k: after.get(k) for k in ("prefix_cache", "session_cache", "tokens")}
+        log = log.with_name(log.stem + "-after-restart.log")
+    wall = time.perf_counter() - t0
+    if not stats:  # llama-server: what each response said it evaluated
+        evaluated = sum(r.evaluated or 0 for r in records)
+    return RunResult(spec.name, pass_index, wall, peak, records, evaluated, stats, args.restart)
+
+
+def summary(result: RunResult, turns: int) -> dict[str, Any]:
+    per_turn = []
+    for turn in range(turns):
+        recs = [r for r in result.records if r.turn == turn and not r.error]
+        ttfts = sorted(r.ttft_s for r in recs if r.ttft_s is not None)
+        cached = [r.cached_tokens for r in recs if r.cached_tokens is not None]
+        prompts = [r.prompt_tokens for r in recs if r.prompt_tokens is not None]
+        per_turn.append(
+            {
+                "turn": turn,
+                "n": len(recs),
+                "errors": sum(1 for r in result.records if r.turn == turn and r.error),
+                "ttft_s_median": statistics.median(ttfts) if ttfts else None,
+                "ttft_s_p90": ttfts[min(len(ttfts) - 1, int(0.9 * len(ttfts)))] if ttfts else None,
+                "prompt_tokens_mean": statistics.fmean(prompts) if prompts else None,
+                "cached_tokens_mean": statistics.fmean(cached) if cached else None,
+            }
+        )
+    return {
+        "server": result.server,
+        "pass": result.pass_index,
+        "restart": result.restart,
+        "wall_s": result.wall_s,
+        "peak_rss_bytes": result.peak_rss_bytes,
+        "prompt_tokens_evaluated": result.evaluated_total,
+        "turns": per_turn,
+        "stats": result.stats,
+    }
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--servers", default="ours,ours-nocache,llama-server")
+    p.add_argument("--model", default=str(default_model_path()))
+    p.add_argument("--llama-server", default=str(DEFAULT_LLAMA_SERVER))
+    p.add_argument("--sessions", type=int, default=8)
+    p.add_argument("--turns", type=int, default=3)
+    p.add_argument("--passes", type=int, default=3)
+    p.add_argument("--parallel", type=int, default=4)
+    p.add_argument("--ctx", type=int, default=16384)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--system-tokens", type=int, default=1600)
+    p.add_argument("--session-tokens", type=int, default=700)
+    p.add_argument("--turn-tokens", type=int, default=60)
+    p.add_argument("--max-tokens", type=int, default=24)
+    p.add_argument("--restart", action="store_true", help="turn 0, restart, later turns")
+    p.add_argument("--start-timeout", type=float, default=300.0)
+    p.add_argument("--out", default="benchmarks/results/agent-sessions")
+    args = p.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    knobs = Knobs(Path(args.model), args.threads, args.parallel, args.ctx, 512, 512)
+    results: list[dict[str, Any]] = []
+    record = {
+        "scenario": {k: v for k, v in vars(args).items() if k not in ("out",)},
+        "cpu_path": paths_record(ours_cpu_path()),
+        "host": {"cpus": os.cpu_count(), "ram_bytes": psutil.virtual_memory().total},
+        "runs": results,
+    }
+    name = f"agent-sessions-n{args.sessions}-t{args.turns}{'-restart' if args.restart else ''}"
+    path = out / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    for pass_index in range(args.passes):
+        for server in args.servers.split(","):  # interleaved: noise hits every server alike
+            result = one_run(server_spec(server.strip(), args), knobs, args, pass_index, out)
+            row = summary(result, args.turns)
+            results.append(row)
+            print(json.dumps({k: row[k] for k in ("server", "pass", "wall_s", "turns")}))
+            path.write_text(json.dumps(record, indent=2, default=str))  # after every run
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()
