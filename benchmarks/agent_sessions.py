@@ -265,7 +265,7 @@ def one_run(
                 run_turns(url, conversations, phase, args, records)
             after = our_stats(url)
             peak = max(peak, peaks["server"])
-            if before and after:
+            if "tokens" in before and "tokens" in after:  # ours (llama-server has no such stats)
                 evaluated += (
                     after["tokens"]["prompt_decoded_total"]
                     - before["tokens"]["prompt_decoded_total"]
@@ -332,7 +332,12 @@ def main() -> None:
     knobs = Knobs(Path(args.model), args.threads, args.parallel, args.ctx, 512, 512)
     results: list[dict[str, Any]] = []
     record = {
-        "scenario": {k: v for k, v in vars(args).items() if k not in ("out",)},
+        # file names only: a result names no path of the machine it ran on
+        "scenario": {
+            k: Path(v).name if k in ("model", "llama_server") else v
+            for k, v in vars(args).items()
+            if k != "out"
+        },
         "cpu_path": paths_record(ours_cpu_path()),
         "host": {"cpus": os.cpu_count(), "ram_bytes": psutil.virtual_memory().total},
         "runs": results,
