@@ -25,6 +25,7 @@ from pathlib import Path
 
 from filelock import FileLock
 
+from backend.llama.rpc_ggml import llama_lib_dir
 from backend.settings.paths import subdir
 
 log = logging.getLogger(__name__)
@@ -58,26 +59,18 @@ def _cpu_flags() -> str:
     return f"{platform.machine()} {platform.processor()}"
 
 
-def _library_dir() -> Path:
-    override = os.environ.get("LLAMA_CPP_LIB_PATH")
-    if override:
-        return Path(override)
-    import importlib.util
-
-    spec = importlib.util.find_spec("llama_cpp")
-    origin = spec.origin if spec and spec.origin else ""
-    return Path(origin).parent / "lib"
-
-
 def _build_id() -> str:
-    """A digest of the llama.cpp and ggml libraries llama-cpp-python loads."""
-    digest = hashlib.sha256()
-    folder = _library_dir()
-    for lib in sorted(folder.glob("*")) if folder.is_dir() else []:
-        if lib.is_file() and ("llama" in lib.name or "ggml" in lib.name):
-            digest.update(lib.name.encode())
-            digest.update(lib.read_bytes())
-    return digest.hexdigest()
+    """The llama.cpp and ggml libraries llama-cpp-python loads, by name, size and mtime: a
+    rebuilt or reinstalled wheel changes it. Their bytes are not hashed: a CUDA build's
+    libggml-cuda runs to hundreds of MB, read at every process start."""
+    folder = llama_lib_dir()
+    libs = sorted(folder.glob("*")) if folder.is_dir() else []
+    return ";".join(
+        f"{lib.name}:{st.st_size}:{st.st_mtime_ns}"
+        for lib in libs
+        if ("llama" in lib.name or "ggml" in lib.name) and lib.is_file()
+        for st in [lib.stat()]
+    )
 
 
 def verdict_key() -> str:
