@@ -12,7 +12,9 @@ only in its slot prefills it again at every turn.
 Figures per server and turn: TTFT median and p90 (client side, streamed), prompt tokens
 evaluated by the server (ours: ``/v1/stats``; llama-server: each response's
 ``timings.prompt_n``), cached tokens reported in ``usage``; per run: wall time and peak RSS.
-``--restart`` adds the restart case: turn 0, the server restarted on the same
+``--dialect anthropic`` sends the same turns as Claude Code does, on ``/v1/messages`` with
+its ``x-anthropic-billing-header`` line (a new ``cch=`` stamp per request) first in the system
+prompt. ``--restart`` adds the restart case: turn 0, the server restarted on the same
 ``QUANTDESK_HOME``, then turn 1 (only ours keeps a cache on disk). Every server start is
 followed by one uncounted warm-up request that drafts, so that ours' one-off timing of its
 decode rows (speculative decoding's cost policy) does not land in a measured turn.
@@ -155,6 +157,61 @@ def stream_chat(
     return ttft, time.perf_counter() - t0, "".join(text), extra
 
 
+def billing_header(request_no: int) -> str:
+    """The line Claude Code puts first in its system prompt: ``cch=`` differs per request."""
+    stamp = f"{(request_no * 2654435761) % (1 << 20):05x}"
+    return f"x-anthropic-billing-header: cc_version=2.1.160.a1f; cc_entrypoint=cli; cch={stamp};"
+
+
+_requests_sent = iter(range(1 << 62))
+
+
+def stream_messages(
+    client: httpx.Client, url: str, messages: list[dict[str, str]], max_tokens: int
+) -> tuple[float | None, float, str, dict[str, Any]]:
+    """The same turn in Claude Code's shape on ``/v1/messages``: the system prompt as text
+    blocks after a billing-header block of its own (a new ``cch=`` every request), streamed;
+    ``usage`` in OpenAI's terms from ``message_start`` (cache reads as cached tokens)."""
+    system = [
+        {"type": "text", "text": billing_header(next(_requests_sent))},
+        {"type": "text", "text": messages[0]["content"], "cache_control": {"type": "ephemeral"}},
+    ]
+    body = {
+        "model": "claude-sonnet-4-5",
+        "system": system,
+        "messages": messages[1:],
+        "max_tokens": max_tokens,
+        "temperature": 0,
+        "stream": True,
+    }
+    t0 = time.perf_counter()
+    ttft: float | None = None
+    text: list[str] = []
+    extra: dict[str, Any] = {}
+    with client.stream("POST", f"{url}/v1/messages", json=body) as r:
+        r.raise_for_status()
+        for line in r.iter_lines():
+            if not line.startswith("data:"):
+                continue
+            event = json.loads(line[5:].strip())
+            if event.get("type") == "message_start":
+                usage = event["message"].get("usage") or {}
+                cached = usage.get("cache_read_input_tokens") or 0
+                extra["usage"] = {
+                    "prompt_tokens": (usage.get("input_tokens") or 0) + cached,
+                    "prompt_tokens_details": {"cached_tokens": cached},
+                }
+            elif event.get("type") == "content_block_delta":
+                piece = (event.get("delta") or {}).get("text") or ""
+                if piece:
+                    if ttft is None:
+                        ttft = time.perf_counter() - t0
+                    text.append(piece)
+            elif event.get("type") == "message_stop" and event.get("timings"):
+                extra["timings"] = event["timings"]
+    return ttft, time.perf_counter() - t0, "".join(text), extra
+
+
 def _turn_worker(
     url: str,
     turn: int,
@@ -171,7 +228,8 @@ def _turn_worker(
                 return
             rec = TurnRecord(conv.i, turn, None, 0.0, None, None, None)
             try:
-                ttft, total, text, extra = stream_chat(client, url, conv.messages, args.max_tokens)
+                stream = stream_messages if args.dialect == "anthropic" else stream_chat
+                ttft, total, text, extra = stream(client, url, conv.messages, args.max_tokens)
                 usage = extra.get("usage") or {}
                 details = usage.get("prompt_tokens_details") or {}
                 timings = extra.get("timings") or {}
@@ -324,6 +382,12 @@ def main() -> None:
     p.add_argument("--turn-tokens", type=int, default=60)
     p.add_argument("--max-tokens", type=int, default=24)
     p.add_argument("--restart", action="store_true", help="turn 0, restart, later turns")
+    p.add_argument(
+        "--dialect",
+        choices=("openai", "anthropic"),
+        default="openai",
+        help="anthropic: Claude Code's shape on /v1/messages, billing-header line included",
+    )
     p.add_argument("--start-timeout", type=float, default=300.0)
     p.add_argument("--out", default="benchmarks/results/agent-sessions")
     args = p.parse_args()
@@ -343,6 +407,7 @@ def main() -> None:
         "runs": results,
     }
     name = f"agent-sessions-n{args.sessions}-t{args.turns}{'-restart' if args.restart else ''}"
+    name += "-claude" if args.dialect == "anthropic" else ""
     path = out / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}.json"
     for pass_index in range(args.passes):
         for server in args.servers.split(","):  # interleaved: noise hits every server alike

@@ -10,21 +10,34 @@ from backend.entrypoints.bench_cmd import add_scenario_options
 from benchmarks.peer_ratios import BASELINE
 from benchmarks.peer_servers import (
     DEFAULT_LLAMA_SERVER,
+    ROOT,
     ServerSpec,
     eog_logit_bias,
     llama_cpp_python_argv,
     llama_server_argv,
     ours_argv,
     ours_in,
+    ours_router_in,
 )
 
-SERVERS = ("ours", "ours-b", "ours-before", "llama-server", "llama-cpp-python")
+SERVERS = (
+    "ours",
+    "ours-b",
+    "ours-before",
+    "ours-router",
+    "ours-router-before",
+    "llama-server",
+    "llama-cpp-python",
+)
 SERVER_HELP = """servers, comma-separated (default ours,llama-server,llama-cpp-python):
   ours              this checkout's quantdesk serve
   ours-b            the same server a second time, with --ours-b-flags: e.g. ours with
                     speculation against ours without it in one run (paired ratios of
                     ours over ours-b are in the JSON and printed)
   ours-before       another checkout (--ours-before TREE)
+  ours-router       this checkout's default path: quantdesk serve without -m (the router
+                    and a child server per model), a library folder holding the model
+  ours-router-before  the same from --ours-before TREE
   llama-server      llama.cpp's server (--llama-server)
   llama-cpp-python  python -m llama_cpp.server"""
 
@@ -123,6 +136,7 @@ def server_specs(args: argparse.Namespace, model: Path) -> dict[str, ServerSpec]
     specs = {
         "ours": ServerSpec("ours", ours_argv),
         "ours-b": ServerSpec("ours-b", ours_argv, note="ours again, with --ours-b-flags"),
+        "ours-router": ServerSpec("ours-router", ours_router_in(ROOT), note="serve without -m"),
         BASELINE: ServerSpec(BASELINE, llama_server_argv(args.llama_server)),
         "llama-cpp-python": ServerSpec(
             "llama-cpp-python",
@@ -136,6 +150,9 @@ def server_specs(args: argparse.Namespace, model: Path) -> dict[str, ServerSpec]
     if args.ours_before:
         tree = args.ours_before.resolve()
         specs["ours-before"] = ServerSpec("ours-before", ours_in(tree), cwd=tree)
+        specs["ours-router-before"] = ServerSpec(
+            "ours-router-before", ours_router_in(tree), cwd=tree
+        )
     for name, spec in specs.items():
         spec.extra_flags = shlex.split(getattr(args, f"{name.replace('-', '_')}_flags"))
     return specs

@@ -6,6 +6,7 @@ import contextlib
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -65,6 +66,21 @@ def ours_in(tree: Path) -> Callable[[Knobs, int], list[str]]:
         else:  # a checkout from before the per-slot default
             layout = [] if k.kv_unified else ["--kv-per-slot"]
         return head + shared_flags(k, port) + layout
+
+    return argv
+
+
+def ours_router_in(tree: Path) -> Callable[[Knobs, int], list[str]]:
+    """QuantDesk's default path from a checkout: ``quantdesk serve`` without ``-m``, the
+    router, serving a library folder that holds only ``knobs.model`` (a link to it); the
+    model's own server is a child process the router streams through."""
+
+    def argv(k: Knobs, port: int) -> list[str]:
+        library = Path(tempfile.mkdtemp(prefix="quantdesk-router-lib-"))
+        (library / k.model.name).symlink_to(k.model.resolve())
+        head = [str(VENV_BIN / "python"), "-m", "backend.entrypoints.main", "serve"]
+        layout = ["--kv-unified"] if k.kv_unified else []
+        return [*head, "--models-dir", str(library), *shared_flags(k, port), *layout]
 
     return argv
 

@@ -66,6 +66,7 @@ class FitView:
     kv_bytes: int = 0
     weights_bytes: int = 0
     compute_bytes: int = 0
+    session_cache_bytes: int = 0  # the most the session cache (--cache-ram) may fill
     gpu_note: str | None = None
     # with RPC workers counted: one share per offload device (workers first) and where the
     # layers go ("layers 0-7 on RPC0 (host:port)", ...); empty without workers
@@ -143,6 +144,7 @@ def estimate(
         kv_bytes=est.kv_bytes,
         weights_bytes=est.weights_bytes,
         compute_bytes=est.compute_bytes,
+        session_cache_bytes=est.session_cache_bytes,
         gpu_note=est.gpu_note or memory.gpu_note,
         devices=tuple(DeviceShare(g.name, g.needed_bytes, g.free_bytes) for g in est.gpus)
         if remote

@@ -279,6 +279,8 @@ class FitBar(QWidget):
             parts.append(f"KV cache {human_bytes(view.kv_bytes)}")
         if view.compute_bytes:
             parts.append(f"compute {human_bytes(view.compute_bytes)}")
+        if view.session_cache_bytes:
+            parts.append(f"session cache ≤ {human_bytes(view.session_cache_bytes)}")
         summary = " · ".join(parts)
         for said in (view.summary, view.worker_note and f"{view.worker_note}."):
             if said:

@@ -47,23 +47,15 @@ from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
-import psutil
 
 from backend.engine.sequence import common_prefix
+from backend.settings.cache_budgets import MIB
 
 log = logging.getLogger(__name__)
 
-MIB = 1 << 20
 # A restore copies the whole entry: worth it when it saves at least this many tokens of
 # prefill over what the KV cache already holds.
 MIN_RESTORE_GAIN = 32
-
-
-def default_ram_budget_mib() -> int:
-    """``--cache-ram`` when not given: the smaller of 8 GiB (llama-server's default) and a
-    tenth of the RAM available now, so that a small machine keeps room for the model."""
-    available = psutil.virtual_memory().available // MIB
-    return int(min(8192, available // 10))
 
 
 class StateIo(Protocol):

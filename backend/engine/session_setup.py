@@ -7,9 +7,10 @@ import logging
 import llama_cpp
 
 from backend.engine.model_runtime import ModelRuntime
-from backend.engine.session_cache import MIB, SessionStore, StateIo, default_ram_budget_mib
+from backend.engine.session_cache import MIB, SessionStore, StateIo
 from backend.engine.session_disk_store import FOLDER, DiskStore, default_disk_budget_mib
 from backend.engine.session_key import session_key
+from backend.settings.cache_budgets import session_ram_mib
 from backend.settings.paths import subdir
 
 log = logging.getLogger(__name__)
@@ -29,7 +30,7 @@ def session_store_for(runtime: ModelRuntime, kv: StateIo) -> SessionStore | None
     s = runtime.settings
     if not runtime.can_generate or _cannot_cut(runtime):
         return None
-    ram_mib = default_ram_budget_mib() if s.cache_ram is None else s.cache_ram
+    ram_mib = session_ram_mib(s.cache_ram)
     disk_mib = s.cache_disk
     disk = None
     if disk_mib != 0:

@@ -217,6 +217,11 @@ def _print_fit(est: FitEstimate) -> None:
         f"V {human_bytes(est.kv_v_bytes)})"
     )
     _out(f"compute: {human_bytes(est.compute_bytes):>10}")
+    if est.session_cache_bytes:
+        _out(
+            f"cache:   {human_bytes(est.session_cache_bytes):>10}  "
+            "(--cache-ram: the most that sessions kept in RAM take)"
+        )
     _out(
         f"total:   {human_bytes(est.total_bytes):>10}  ({dev} {human_bytes(est.gpu_bytes)}, "
         f"RAM {human_bytes(est.cpu_bytes)})"

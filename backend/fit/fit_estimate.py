@@ -35,6 +35,7 @@ from backend.fit.model_shape import ModelShape
 from backend.gguf_file.ggml_types import GGMLType, cache_type
 from backend.gguf_file.gguf_header import GGUFHeader
 from backend.llama.rpc_placement import layer_devices, layer_spans
+from backend.settings.cache_budgets import MIB, session_ram_mib
 from backend.settings.engine_settings import CacheType, ServingKnobs, tensor_split_values
 
 MiB = 1 << 20
@@ -192,6 +193,7 @@ class FitEstimate:
     gpu_note: str | None = None
     warnings: list[str] = field(default_factory=list)
     draft_bytes: int = 0  # of total_bytes: the draft model's weights, KV and compute
+    session_cache_bytes: int = 0  # of cpu_bytes: the session cache's RAM budget (--cache-ram)
     # where the layers go ("layers 0-14 on RPC0 (host:port)", ...), when any are offloaded
     placement: list[str] = field(default_factory=list)
 
@@ -211,6 +213,7 @@ class _Needs:
     compute_cpu: int
 
     draft_bytes: int = 0  # of the totals below: the draft model's weights, KV and compute
+    session_cpu: int = 0  # the session cache's RAM budget (--cache-ram), at most
 
     @property
     def gpu(self) -> int:
@@ -218,7 +221,7 @@ class _Needs:
 
     @property
     def cpu(self) -> int:
-        return self.weights_cpu + self.kv_cpu + self.compute_cpu
+        return self.weights_cpu + self.kv_cpu + self.compute_cpu + self.session_cpu
 
 
 @dataclass(frozen=True)
@@ -233,10 +236,12 @@ class _Draft:
 def _needs(
     shape: ModelShape, settings: FitSettings, has_gpu: bool, draft: _Draft | None = None
 ) -> _Needs:
-    """The served model's needs, plus the draft model's when there is one."""
+    """The served model's needs, plus the draft model's when there is one, plus the RAM
+    the session cache may fill (``--cache-ram``: sessions' KV kept past their slot)."""
     main = _model_needs(shape, settings, has_gpu)
+    session = session_ram_mib(settings.cache_ram) * MIB
     if draft is None:
-        return main
+        return dataclasses.replace(main, session_cpu=session)
     draft_settings = settings.model_copy(update={"gpu_layers": draft.gpu_layers})
     d = _model_needs(draft.shape, draft_settings, has_gpu)
     return dataclasses.replace(
@@ -248,6 +253,7 @@ def _needs(
         compute_gpu=main.compute_gpu + d.compute_gpu,
         compute_cpu=main.compute_cpu + d.compute_cpu,
         draft_bytes=d.gpu + d.cpu,
+        session_cpu=session,
     )
 
 
@@ -484,6 +490,7 @@ def estimate_fit(
         compute_cpu_bytes=needs.compute_cpu,
         total_bytes=needs.gpu + needs.cpu,
         draft_bytes=needs.draft_bytes,
+        session_cache_bytes=needs.session_cpu,
         gpu_bytes=gpu_bytes,
         cpu_bytes=needs.cpu,
         verdict=verdict,

@@ -15,6 +15,7 @@ from backend.router.errors import RouterError
 from backend.router.model_pool import ModelPool
 from backend.router.proxy import new_upstream_client
 from backend.router.routes import model_reads, models, monitoring, proxied
+from backend.router.upstream import UpstreamPool
 from backend.server.app_factory import install_edge
 from backend.server.errors import ApiError
 from backend.settings import ServerSettings
@@ -51,6 +52,7 @@ def create_router_app(
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         app.state.upstream = new_upstream_client()
+        app.state.relay = UpstreamPool()
         pool.start()
         loader = asyncio.create_task(_preload(), name="preload")
         try:
@@ -60,6 +62,7 @@ def create_router_app(
             await asyncio.gather(loader, return_exceptions=True)
             await pool.close()
             await app.state.upstream.aclose()
+            app.state.relay.close()
 
     app = FastAPI(
         title="QuantDesk router",

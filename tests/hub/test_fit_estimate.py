@@ -31,6 +31,13 @@ from tests.hub.gguf_writer import tiny_gemma2, tiny_llama
 llama_cpp = pytest.importorskip("llama_cpp")
 
 MiB = 1 << 20
+
+
+def knobs(**values: object) -> FitSettings:
+    """Serving knobs without the session cache (``--cache-ram 0``): these tests compare the
+    estimate with what llama.cpp allocates, and the cache is the server's, not llama.cpp's
+    (test_the_session_cache_budget_is_counted_in_ram counts it)."""
+    return FitSettings.model_validate({"cache_ram": 0, **values})
 GGML_TYPES = {"f16": 1, "q8_0": 8, "q4_0": 2}
 FLASH = {"auto": -1, "off": 0, "on": 1}
 
@@ -140,17 +147,17 @@ def _check(estimate_path: Path, probe: LlamaCppProbe, settings: FitSettings) -> 
 
 
 SMOLLM2_SETTINGS = [
-    FitSettings(ctx_size=512),
-    FitSettings(ctx_size=4096, parallel=1, prefix_cache_entries=0),
-    FitSettings(ctx_size=8192, flash_attn="off"),
-    FitSettings(ctx_size=16384, flash_attn="off", parallel=8, kv_unified=True),
-    FitSettings(ctx_size=3000, cache_type_k="q8_0", cache_type_v="q8_0"),
-    FitSettings(ctx_size=4096, cache_type_k="q4_0", cache_type_v="q4_0", flash_attn="on"),
-    FitSettings(
+    knobs(ctx_size=512),
+    knobs(ctx_size=4096, parallel=1, prefix_cache_entries=0),
+    knobs(ctx_size=8192, flash_attn="off"),
+    knobs(ctx_size=16384, flash_attn="off", parallel=8, kv_unified=True),
+    knobs(ctx_size=3000, cache_type_k="q8_0", cache_type_v="q8_0"),
+    knobs(ctx_size=4096, cache_type_k="q4_0", cache_type_v="q4_0", flash_attn="on"),
+    knobs(
         ctx_size=4096, cache_type_k="q8_0", cache_type_v="f16", ubatch_size=128, batch_size=256
     ),
-    FitSettings(ctx_size=32768, ubatch_size=256, batch_size=2048),
-    FitSettings(ctx_size=4096, parallel=4, kv_unified=True),  # one KV cache for all
+    knobs(ctx_size=32768, ubatch_size=256, batch_size=2048),
+    knobs(ctx_size=4096, parallel=4, kv_unified=True),  # one KV cache for all
 ]
 
 
@@ -169,11 +176,11 @@ def test_smollm2_estimate_matches_llama_cpp(
 
 
 GEMMA2_SETTINGS = [
-    FitSettings(ctx_size=4096, swa_full=False),
-    FitSettings(ctx_size=4096, swa_full=True),
-    FitSettings(ctx_size=16384, swa_full=False, flash_attn="off"),
-    FitSettings(ctx_size=8192, swa_full=False, parallel=1, prefix_cache_entries=0),
-    FitSettings(
+    knobs(ctx_size=4096, swa_full=False),
+    knobs(ctx_size=4096, swa_full=True),
+    knobs(ctx_size=16384, swa_full=False, flash_attn="off"),
+    knobs(ctx_size=8192, swa_full=False, parallel=1, prefix_cache_entries=0),
+    knobs(
         ctx_size=8192, swa_full=False, ubatch_size=128, cache_type_k="q8_0", cache_type_v="q8_0"
     ),
 ]
@@ -207,11 +214,11 @@ def wide_llama_probe(wide_llama_path: Path) -> Iterator[LlamaCppProbe]:
 
 
 WIDE_LLAMA_SETTINGS = [
-    FitSettings(ctx_size=4096),
-    FitSettings(ctx_size=16384, flash_attn="off"),
-    FitSettings(ctx_size=1024, flash_attn="off"),
-    FitSettings(ctx_size=2048, cache_type_k="q8_0", cache_type_v="q8_0"),
-    FitSettings(ctx_size=8192, cache_type_k="q4_0", cache_type_v="q4_0", parallel=1),
+    knobs(ctx_size=4096),
+    knobs(ctx_size=16384, flash_attn="off"),
+    knobs(ctx_size=1024, flash_attn="off"),
+    knobs(ctx_size=2048, cache_type_k="q8_0", cache_type_v="q8_0"),
+    knobs(ctx_size=8192, cache_type_k="q4_0", cache_type_v="q4_0", parallel=1),
 ]
 
 
@@ -243,14 +250,14 @@ def test_serve_settings_are_estimated_as_serve_runs_them(smollm2_path: Path) -> 
 def test_quantised_v_without_flash_attention_is_refused(smollm2_path: Path) -> None:
     header = read_gguf_header(smollm2_path)
     with pytest.raises(FitError, match="flash attention"):
-        estimate_fit(header, FitSettings(cache_type_v="q8_0", flash_attn="off"))
-    assert estimate_fit(header, FitSettings(cache_type_v="q8_0", flash_attn="auto")).kv_v_bytes
+        estimate_fit(header, knobs(cache_type_v="q8_0", flash_attn="off"))
+    assert estimate_fit(header, knobs(cache_type_v="q8_0", flash_attn="auto")).kv_v_bytes
 
 
 def test_sliding_window_layers_are_smaller(gemma2_path: Path) -> None:
     header = read_gguf_header(gemma2_path)
-    small = estimate_fit(header, FitSettings(ctx_size=32768, swa_full=False))
-    full = estimate_fit(header, FitSettings(ctx_size=32768, swa_full=True))
+    small = estimate_fit(header, knobs(ctx_size=32768, swa_full=False))
+    full = estimate_fit(header, knobs(ctx_size=32768, swa_full=True))
     assert small.swa_cells < small.kv_cells == full.swa_cells == 32768
     assert small.kv_bytes < full.kv_bytes
 
@@ -275,7 +282,7 @@ def test_verdict_fits_on_gpu_and_splits_layers(smollm2_path: Path) -> None:
     header = read_gguf_header(smollm2_path)
     embeddings = header.tensor("token_embd.weight")
     assert embeddings is not None and header.tensor("output.weight") is None  # tied output
-    est = estimate_fit(header, FitSettings(ctx_size=4096), _gpu(80_000))
+    est = estimate_fit(header, knobs(ctx_size=4096), _gpu(80_000))
     assert est.verdict == "fits" and est.n_gpu_layers == est.n_layer + 1
     # token_embd stays on the CPU (input layer) and is copied to the GPU for the output layer
     assert est.weights_cpu_bytes == embeddings.n_bytes
@@ -283,7 +290,7 @@ def test_verdict_fits_on_gpu_and_splits_layers(smollm2_path: Path) -> None:
     assert est.kv_gpu_bytes == est.kv_bytes and est.gpus[0].needed_bytes == est.gpu_bytes
 
     # -ngl 16 = the output layer and the last 15 repeating layers (llama.cpp's order)
-    part = estimate_fit(header, FitSettings(ctx_size=4096, gpu_layers=16), _gpu(80_000))
+    part = estimate_fit(header, knobs(ctx_size=4096, gpu_layers=16), _gpu(80_000))
     assert part.n_gpu_layers == 16
     assert sum(1 for b in part.weights_gpu_per_layer if b) == 15
     assert part.weights_gpu_per_layer[:15] == [0] * 15
@@ -295,7 +302,7 @@ def test_verdict_fits_on_gpu_and_splits_layers(smollm2_path: Path) -> None:
 
 def test_verdict_partial_offload_suggests_layers(smollm2_path: Path) -> None:
     header = read_gguf_header(smollm2_path)
-    settings = FitSettings(ctx_size=32768)
+    settings = knobs(ctx_size=32768)
     full = estimate_fit(header, settings)
     vram_mib = (full.total_bytes // 2) // MiB + 512  # about half the model, plus the reserve
     est = estimate_fit(header, settings, _gpu(vram_mib))
@@ -311,7 +318,7 @@ def test_verdict_partial_offload_suggests_layers(smollm2_path: Path) -> None:
 
 def test_verdict_wont_fit_suggests_context_and_cache_type(smollm2_path: Path) -> None:
     header = read_gguf_header(smollm2_path)
-    settings = FitSettings(ctx_size=65536)
+    settings = knobs(ctx_size=65536)
     need = estimate_fit(header, settings).total_bytes
     ram = AvailableMemory(ram_free_bytes=need * 6 // 10 + (256 << 20), ram_total_bytes=need)
     est = estimate_fit(header, settings, ram)
@@ -353,7 +360,7 @@ def test_layers_split_across_gpus_by_free_memory(smollm2_path: Path) -> None:
             ),
         ],
     )
-    est = estimate_fit(header, FitSettings(ctx_size=8192), memory)
+    est = estimate_fit(header, knobs(ctx_size=8192), memory)
     assert est.verdict == "fits" and est.vram_free_bytes == 4000 * MiB
     a, b = est.gpus
     assert a.needed_bytes == pytest.approx(3 * b.needed_bytes, rel=1e-6)
@@ -363,13 +370,33 @@ def test_layers_split_across_gpus_by_free_memory(smollm2_path: Path) -> None:
 def test_context_beyond_training_is_warned(smollm2_path: Path) -> None:
     header = read_gguf_header(smollm2_path)
     assert header.context_length == 8192
-    assert estimate_fit(header, FitSettings(ctx_size=8192)).warnings == []
+    assert estimate_fit(header, knobs(ctx_size=8192)).warnings == []
     # what one request may hold counts: a stream per slot holds ctx-size/parallel
-    assert estimate_fit(header, FitSettings(ctx_size=16384, parallel=4)).warnings == []
-    [warning] = estimate_fit(header, FitSettings(ctx_size=16384, parallel=1)).warnings
+    assert estimate_fit(header, knobs(ctx_size=16384, parallel=4)).warnings == []
+    [warning] = estimate_fit(header, knobs(ctx_size=16384, parallel=1)).warnings
     assert "16384" in warning and "8192" in warning
-    [warning] = estimate_fit(header, FitSettings(ctx_size=16384, kv_unified=True)).warnings
+    [warning] = estimate_fit(header, knobs(ctx_size=16384, kv_unified=True)).warnings
     assert "16384" in warning and "8192" in warning
+
+
+def test_the_session_cache_budget_is_counted_in_ram(smollm2_path: Path) -> None:
+    """--cache-ram is RAM the server may fill with sessions' KV: the estimate counts it
+    (once, with or without a draft model), and a machine that holds the model but not the
+    model plus its cache is told it does not fit."""
+    header = read_gguf_header(smollm2_path)
+    off = estimate_fit(header, EngineSettings(ctx_size=4096, cache_ram=0))
+    on = estimate_fit(header, EngineSettings(ctx_size=4096, cache_ram=512))
+    assert off.session_cache_bytes == 0
+    assert on.session_cache_bytes == 512 << 20
+    assert on.cpu_bytes == off.cpu_bytes + (512 << 20)
+    assert on.total_bytes == off.total_bytes + (512 << 20)
+    with_draft = estimate_fit(header, EngineSettings(ctx_size=4096, cache_ram=512), draft=header)
+    assert with_draft.session_cache_bytes == 512 << 20
+    ram = AvailableMemory(
+        ram_free_bytes=off.total_bytes + RAM_RESERVE_BYTES + (256 << 20), ram_total_bytes=64 << 30
+    )
+    assert estimate_fit(header, EngineSettings(ctx_size=4096, cache_ram=0), ram).verdict == "fits"
+    assert estimate_fit(header, EngineSettings(ctx_size=4096, cache_ram=512), ram).verdict != "fits"
 
 
 def test_a_draft_model_is_counted_with_its_own_offload(smollm2_path: Path) -> None:
@@ -377,7 +404,7 @@ def test_a_draft_model_is_counted_with_its_own_offload(smollm2_path: Path) -> No
     its layers offloaded as -ngld says; a budget that holds the served model alone no
     longer holds both, and the suggestions count the draft too."""
     header = read_gguf_header(smollm2_path)
-    settings = EngineSettings(ctx_size=8192, gpu_layers_draft=0)
+    settings = EngineSettings(ctx_size=8192, gpu_layers_draft=0, cache_ram=0)
     alone = estimate_fit(header, settings, _gpu(4096))
     draft_alone = estimate_fit(header, settings.model_copy(update={"gpu_layers": 0}), _gpu(4096))
     both = estimate_fit(header, settings, _gpu(4096), draft=header)

@@ -59,13 +59,16 @@ def test_per_model_settings_override_the_defaults(tmp_path: Path) -> None:
     assert again.apply("alpha", defaults) == defaults
 
 
-def test_a_models_draft_model_counts_in_its_memory_need() -> None:
+def test_a_models_draft_model_and_session_cache_count_in_its_memory_need() -> None:
     from backend.fit.memory_probe import AvailableMemory
     from backend.router.memory_check import estimate_need
     from backend.settings.default_model import default_model_path
 
     memory = AvailableMemory(ram_free_bytes=64 << 30, ram_total_bytes=64 << 30)
-    plain = EngineSettings(model=str(default_model_path()), ctx_size=2048)
+    plain = EngineSettings(model=str(default_model_path()), ctx_size=2048, cache_ram=0)
     alone = estimate_need(plain, memory)
     both = estimate_need(plain.model_copy(update={"model_draft": "default"}), memory)
     assert both.cpu_bytes > alone.cpu_bytes and both.gpu_bytes == alone.gpu_bytes == 0
+    # the RAM its sessions may be kept in (--cache-ram) is the model's to fill
+    cached = estimate_need(plain.model_copy(update={"cache_ram": 1024}), memory)
+    assert cached.cpu_bytes == alone.cpu_bytes + (1024 << 20)

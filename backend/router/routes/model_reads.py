@@ -33,10 +33,9 @@ async def _one_model(request: Request, model: str | None) -> Response:
         model_id = (await pool.find(model)).model_id
     else:
         model_id = model_for_unnamed_request(pool, request.app.state.preloaded)
-    client: httpx.AsyncClient = request.app.state.upstream
-    return await proxy(
-        request, pool, client, model_id, b"", None, method="GET", drop_query=("model",)
-    )
+    relay = request.app.state.relay
+    dropped = ("model",)
+    return await proxy(request, pool, relay, model_id, b"", None, method="GET", drop_query=dropped)
 
 
 @router.get("/props", include_in_schema=False)

@@ -58,4 +58,4 @@ async def proxied(path: str, request: Request) -> Response:
         )
     else:
         model_id = (await pool.find(model)).model_id
-    return await proxy(request, pool, request.app.state.upstream, model_id, body, ttl)
+    return await proxy(request, pool, request.app.state.relay, model_id, body, ttl)
