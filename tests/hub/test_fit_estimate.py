@@ -38,6 +38,8 @@ def knobs(**values: object) -> FitSettings:
     estimate with what llama.cpp allocates, and the cache is the server's, not llama.cpp's
     (test_the_session_cache_budget_is_counted_in_ram counts it)."""
     return FitSettings.model_validate({"cache_ram": 0, **values})
+
+
 GGML_TYPES = {"f16": 1, "q8_0": 8, "q4_0": 2}
 FLASH = {"auto": -1, "off": 0, "on": 1}
 
@@ -153,9 +155,7 @@ SMOLLM2_SETTINGS = [
     knobs(ctx_size=16384, flash_attn="off", parallel=8, kv_unified=True),
     knobs(ctx_size=3000, cache_type_k="q8_0", cache_type_v="q8_0"),
     knobs(ctx_size=4096, cache_type_k="q4_0", cache_type_v="q4_0", flash_attn="on"),
-    knobs(
-        ctx_size=4096, cache_type_k="q8_0", cache_type_v="f16", ubatch_size=128, batch_size=256
-    ),
+    knobs(ctx_size=4096, cache_type_k="q8_0", cache_type_v="f16", ubatch_size=128, batch_size=256),
     knobs(ctx_size=32768, ubatch_size=256, batch_size=2048),
     knobs(ctx_size=4096, parallel=4, kv_unified=True),  # one KV cache for all
 ]
@@ -180,9 +180,7 @@ GEMMA2_SETTINGS = [
     knobs(ctx_size=4096, swa_full=True),
     knobs(ctx_size=16384, swa_full=False, flash_attn="off"),
     knobs(ctx_size=8192, swa_full=False, parallel=1, prefix_cache_entries=0),
-    knobs(
-        ctx_size=8192, swa_full=False, ubatch_size=128, cache_type_k="q8_0", cache_type_v="q8_0"
-    ),
+    knobs(ctx_size=8192, swa_full=False, ubatch_size=128, cache_type_k="q8_0", cache_type_v="q8_0"),
 ]
 
 
