@@ -45,6 +45,7 @@ from typing import Any
 import httpx
 import psutil
 
+from backend.bench.paired import bootstrap_median_interval
 from backend.bench.prompts import shared_prefix, synthetic_text
 from backend.settings.default_model import default_model_path
 from benchmarks.cpu_path import ours_cpu_path, paths_record
@@ -171,7 +172,8 @@ def stream_messages(
 ) -> tuple[float | None, float, str, dict[str, Any]]:
     """The same turn in Claude Code's shape on ``/v1/messages``: the system prompt as text
     blocks after a billing-header block of its own (a new ``cch=`` every request), streamed;
-    ``usage`` in OpenAI's terms from ``message_start`` (cache reads as cached tokens)."""
+    ``usage`` in OpenAI's terms from the last of ``message_start`` and ``message_delta`` that
+    counts input tokens (cache reads as cached tokens)."""
     system = [
         {"type": "text", "text": billing_header(next(_requests_sent))},
         {"type": "text", "text": messages[0]["content"], "cache_control": {"type": "ephemeral"}},
@@ -194,20 +196,23 @@ def stream_messages(
             if not line.startswith("data:"):
                 continue
             event = json.loads(line[5:].strip())
-            if event.get("type") == "message_start":
-                usage = event["message"].get("usage") or {}
+            kind = event.get("type")
+            usage = (event.get("message") or {}).get("usage") if kind == "message_start" else None
+            if kind == "message_delta":  # the final counts, cache reads included
+                usage = event.get("usage")
+            if usage and "input_tokens" in usage:
                 cached = usage.get("cache_read_input_tokens") or 0
                 extra["usage"] = {
                     "prompt_tokens": (usage.get("input_tokens") or 0) + cached,
                     "prompt_tokens_details": {"cached_tokens": cached},
                 }
-            elif event.get("type") == "content_block_delta":
+            if kind == "content_block_delta":
                 piece = (event.get("delta") or {}).get("text") or ""
                 if piece:
                     if ttft is None:
                         ttft = time.perf_counter() - t0
                     text.append(piece)
-            elif event.get("type") == "message_stop" and event.get("timings"):
+            elif kind == "message_stop" and event.get("timings"):
                 extra["timings"] = event["timings"]
     return ttft, time.perf_counter() - t0, "".join(text), extra
 
@@ -366,6 +371,62 @@ def summary(result: RunResult, turns: int) -> dict[str, Any]:
     }
 
 
+def _later_turn_ttft(row: dict[str, Any]) -> float | None:
+    """The median TTFT of a run's later turns (turn 1 on), pooled per turn by median."""
+    medians = [t["ttft_s_median"] for t in row["turns"][1:] if t["ttft_s_median"] is not None]
+    return statistics.median(medians) if medians else None
+
+
+def paired(
+    runs: list[dict[str, Any]], server: str = "ours", peer: str = "llama-server"
+) -> dict[str, Any]:
+    """Pass by pass, ``server`` over ``peer`` (later-turn median TTFT, turn 0's, wall time)
+    and ``server``'s later turns over its own turn 0: the median of the per-pass ratios and a
+    90% bootstrap interval of it (backend/bench/paired.py)."""
+    by_pass: dict[int, dict[str, dict[str, Any]]] = {}
+    for row in runs:
+        by_pass.setdefault(row["pass"], {})[row["server"]] = row
+    figures: dict[str, list[float]] = {
+        "later_turn_ttft": [],
+        "turn0_ttft": [],
+        "wall": [],
+        "own_later_over_turn0": [],
+    }
+    for rows in by_pass.values():
+        ours, theirs = rows.get(server), rows.get(peer)
+        if ours is None:
+            continue
+        later, first = _later_turn_ttft(ours), ours["turns"][0]["ttft_s_median"]
+        if later and first:
+            figures["own_later_over_turn0"].append(later / first)
+        if theirs is None:
+            continue
+        their_later, their_first = _later_turn_ttft(theirs), theirs["turns"][0]["ttft_s_median"]
+        if later and their_later:
+            figures["later_turn_ttft"].append(later / their_later)
+        if first and their_first:
+            figures["turn0_ttft"].append(first / their_first)
+        figures["wall"].append(ours["wall_s"] / theirs["wall_s"])
+    out: dict[str, Any] = {"server": server, "peer": peer}
+    for name, values in figures.items():
+        if values:
+            lo, hi = bootstrap_median_interval(values)
+            out[name] = {
+                "ratios": [round(v, 3) for v in values],
+                "median": round(statistics.median(values), 3),
+                "interval_90": [round(lo, 3), round(hi, 3)],
+            }
+    return out
+
+
+def report(path: Path) -> None:
+    """Print (and store in the file) the paired ratios of a finished run."""
+    record = json.loads(path.read_text())
+    record["paired"] = paired(record["runs"])
+    path.write_text(json.dumps(record, indent=2, default=str))
+    print(json.dumps(record["paired"], indent=2))
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--servers", default="ours,ours-nocache,llama-server")
@@ -390,7 +451,11 @@ def main() -> None:
     )
     p.add_argument("--start-timeout", type=float, default=300.0)
     p.add_argument("--out", default="benchmarks/results/agent-sessions")
+    p.add_argument("--report", type=Path, help="only print the paired ratios of this result")
     args = p.parse_args()
+    if args.report:
+        report(args.report)
+        return
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     knobs = Knobs(Path(args.model), args.threads, args.parallel, args.ctx, 512, 512)
@@ -416,6 +481,7 @@ def main() -> None:
             results.append(row)
             print(json.dumps({k: row[k] for k in ("server", "pass", "wall_s", "turns")}))
             path.write_text(json.dumps(record, indent=2, default=str))  # after every run
+    report(path)
     print(f"wrote {path}")
 
 

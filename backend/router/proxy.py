@@ -163,6 +163,8 @@ class RelayResponse(Response):
             self._relaying = False
             with anyio.CancelScope(shield=True):
                 await self._finish()
+        if self.background is not None:  # FastAPI hands every returned response its tasks
+            await self.background()
 
 
 def _stream_error(path: str, err: ModelCrashedError) -> bytes:
