@@ -38,6 +38,7 @@ import statistics
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -120,6 +121,19 @@ class Conversation:
         self.messages.append({"role": "user", "content": turn_message(self.i, turn, n_tokens)})
 
 
+def _sse_data(client: httpx.Client, url: str, body: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """The JSON of each ``data:`` line a streamed POST answers, until ``[DONE]``."""
+    with client.stream("POST", url, json=body) as r:
+        r.raise_for_status()
+        for line in r.iter_lines():
+            if not line.startswith("data:"):
+                continue
+            data = line[5:].strip()
+            if data == "[DONE]":
+                return
+            yield json.loads(data)
+
+
 def stream_chat(
     client: httpx.Client, url: str, messages: list[dict[str, str]], max_tokens: int
 ) -> tuple[float | None, float, str, dict[str, Any]]:
@@ -136,25 +150,17 @@ def stream_chat(
     ttft: float | None = None
     text: list[str] = []
     extra: dict[str, Any] = {}
-    with client.stream("POST", f"{url}/v1/chat/completions", json=body) as r:
-        r.raise_for_status()
-        for line in r.iter_lines():
-            if not line.startswith("data:"):
-                continue
-            data = line[5:].strip()
-            if data == "[DONE]":
-                break
-            chunk = json.loads(data)
-            for choice in chunk.get("choices") or []:
-                piece = (choice.get("delta") or {}).get("content") or ""
-                if piece:
-                    if ttft is None:
-                        ttft = time.perf_counter() - t0
-                    text.append(piece)
-            if chunk.get("usage"):
-                extra["usage"] = chunk["usage"]
-            if chunk.get("timings"):
-                extra["timings"] = chunk["timings"]
+    for chunk in _sse_data(client, f"{url}/v1/chat/completions", body):
+        for choice in chunk.get("choices") or []:
+            piece = (choice.get("delta") or {}).get("content") or ""
+            if piece:
+                if ttft is None:
+                    ttft = time.perf_counter() - t0
+                text.append(piece)
+        if chunk.get("usage"):
+            extra["usage"] = chunk["usage"]
+        if chunk.get("timings"):
+            extra["timings"] = chunk["timings"]
     return ttft, time.perf_counter() - t0, "".join(text), extra
 
 
@@ -190,30 +196,25 @@ def stream_messages(
     ttft: float | None = None
     text: list[str] = []
     extra: dict[str, Any] = {}
-    with client.stream("POST", f"{url}/v1/messages", json=body) as r:
-        r.raise_for_status()
-        for line in r.iter_lines():
-            if not line.startswith("data:"):
-                continue
-            event = json.loads(line[5:].strip())
-            kind = event.get("type")
-            usage = (event.get("message") or {}).get("usage") if kind == "message_start" else None
-            if kind == "message_delta":  # the final counts, cache reads included
-                usage = event.get("usage")
-            if usage and "input_tokens" in usage:
-                cached = usage.get("cache_read_input_tokens") or 0
-                extra["usage"] = {
-                    "prompt_tokens": (usage.get("input_tokens") or 0) + cached,
-                    "prompt_tokens_details": {"cached_tokens": cached},
-                }
-            if kind == "content_block_delta":
-                piece = (event.get("delta") or {}).get("text") or ""
-                if piece:
-                    if ttft is None:
-                        ttft = time.perf_counter() - t0
-                    text.append(piece)
-            elif kind == "message_stop" and event.get("timings"):
-                extra["timings"] = event["timings"]
+    for event in _sse_data(client, f"{url}/v1/messages", body):
+        kind = event.get("type")
+        usage = (event.get("message") or {}).get("usage") if kind == "message_start" else None
+        if kind == "message_delta":  # the final counts, cache reads included
+            usage = event.get("usage")
+        if usage and "input_tokens" in usage:
+            cached = usage.get("cache_read_input_tokens") or 0
+            extra["usage"] = {
+                "prompt_tokens": (usage.get("input_tokens") or 0) + cached,
+                "prompt_tokens_details": {"cached_tokens": cached},
+            }
+        if kind == "content_block_delta":
+            piece = (event.get("delta") or {}).get("text") or ""
+            if piece:
+                if ttft is None:
+                    ttft = time.perf_counter() - t0
+                text.append(piece)
+        elif kind == "message_stop" and event.get("timings"):
+            extra["timings"] = event["timings"]
     return ttft, time.perf_counter() - t0, "".join(text), extra
 
 
