@@ -28,6 +28,7 @@ import llama_cpp
 from backend.llama.backend_init import init_llama_backend
 from backend.llama.cpu_buffers import extra_buffer_names, path_name
 from backend.settings.default_model import default_model_path
+from backend.system.cpu_name import cpu_model
 
 PROMPTS = (
     "The capital of France is",
@@ -176,11 +177,8 @@ def main() -> int:
             print(f"pass {i + 1}: " + ", ".join(f"{k} {v:.1f}" for k, v in rows[-1].items()))
         on.free()
         off.free()
-    cpu = platform.processor()
-    with open("/proc/cpuinfo", encoding="utf-8") as info:
-        cpu = next((ln.split(":", 1)[1].strip() for ln in info if ln.startswith("model name")), cpu)
     result = {
-        "cpu": cpu,
+        "cpu": cpu_model(),
         "extra_buffers": list(names),
         "path_on": path_name(True, names),
         "quant": args.quant,

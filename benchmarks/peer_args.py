@@ -10,14 +10,13 @@ from backend.entrypoints.bench_cmd import add_scenario_options
 from benchmarks.peer_ratios import BASELINE
 from benchmarks.peer_servers import (
     DEFAULT_LLAMA_SERVER,
-    ROOT,
     ServerSpec,
     eog_logit_bias,
     llama_cpp_python_argv,
     llama_server_argv,
     ours_argv,
     ours_in,
-    ours_router_in,
+    ours_library_argv,
 )
 
 SERVERS = (
@@ -136,7 +135,7 @@ def server_specs(args: argparse.Namespace, model: Path) -> dict[str, ServerSpec]
     specs = {
         "ours": ServerSpec("ours", ours_argv),
         "ours-b": ServerSpec("ours-b", ours_argv, note="ours again, with --ours-b-flags"),
-        "ours-router": ServerSpec("ours-router", ours_router_in(ROOT), note="serve without -m"),
+        "ours-router": ServerSpec("ours-router", ours_library_argv, note="serve without -m"),
         BASELINE: ServerSpec(BASELINE, llama_server_argv(args.llama_server)),
         "llama-cpp-python": ServerSpec(
             "llama-cpp-python",
@@ -150,9 +149,7 @@ def server_specs(args: argparse.Namespace, model: Path) -> dict[str, ServerSpec]
     if args.ours_before:
         tree = args.ours_before.resolve()
         specs["ours-before"] = ServerSpec("ours-before", ours_in(tree), cwd=tree)
-        specs["ours-router-before"] = ServerSpec(
-            "ours-router-before", ours_router_in(tree), cwd=tree
-        )
+        specs["ours-router-before"] = ServerSpec("ours-router-before", ours_library_argv, cwd=tree)
     for name, spec in specs.items():
         spec.extra_flags = shlex.split(getattr(args, f"{name.replace('-', '_')}_flags"))
     return specs

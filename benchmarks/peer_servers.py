@@ -70,19 +70,15 @@ def ours_in(tree: Path) -> Callable[[Knobs, int], list[str]]:
     return argv
 
 
-def ours_router_in(tree: Path) -> Callable[[Knobs, int], list[str]]:
-    """QuantDesk's default path from a checkout: ``quantdesk serve`` without ``-m``, the
-    router, serving a library folder that holds only ``knobs.model`` (a link to it); the
-    model's own server is a child process the router streams through."""
-
-    def argv(k: Knobs, port: int) -> list[str]:
-        library = Path(tempfile.mkdtemp(prefix="quantdesk-router-lib-"))
-        (library / k.model.name).symlink_to(k.model.resolve())
-        head = [str(VENV_BIN / "python"), "-m", "backend.entrypoints.main", "serve"]
-        layout = ["--kv-unified"] if k.kv_unified else []
-        return [*head, "--models-dir", str(library), *shared_flags(k, port), *layout]
-
-    return argv
+def ours_library_argv(k: Knobs, port: int) -> list[str]:
+    """QuantDesk's default path: ``quantdesk serve`` without ``-m``, the router, serving a
+    fresh library folder that holds only ``knobs.model`` (a link to it); the model's own
+    server is a child process the router streams through. The checkout is the spec's cwd."""
+    library = Path(tempfile.mkdtemp(prefix="quantdesk-router-lib-"))
+    (library / k.model.name).symlink_to(k.model.resolve())
+    head = [str(VENV_BIN / "python"), "-m", "backend.entrypoints.main", "serve"]
+    layout = ["--kv-unified"] if k.kv_unified else []
+    return [*head, "--models-dir", str(library), *shared_flags(k, port), *layout]
 
 
 def shared_flags(k: Knobs, port: int) -> list[str]:

@@ -31,6 +31,7 @@ import httpx
 import psutil
 
 from backend.settings.default_model import default_model_path
+from backend.system.cpu_name import cpu_model
 from benchmarks.peer_servers import ROOT, VENV_BIN, free_port
 
 
@@ -103,14 +104,6 @@ def one_pass(tree: Path, args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def _cpu_name() -> str:
-    cpuinfo = Path("/proc/cpuinfo")
-    if not cpuinfo.is_file():
-        return ""
-    lines = cpuinfo.read_text().splitlines()
-    return next((ln.split(":", 1)[1].strip() for ln in lines if "model name" in ln), "")
-
-
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--before", type=Path, help="also run this checkout, alternating")
@@ -140,7 +133,7 @@ def main() -> None:
     record = {
         "settings": {k: v for k, v in vars(args).items() if k not in ("before", "out", "model")},
         "model": Path(args.model).name,
-        "cpu": _cpu_name(),
+        "cpu": cpu_model(),
         "runs": runs,
         "medians": summary,
     }

@@ -12,6 +12,7 @@ from typing import Any
 from backend.llama.cpu_probe import forget_verdict
 from backend.llama.model_params import choose_cpu_path
 from backend.llama.rpc_ggml import local_gpu_present
+from backend.system.cpu_name import cpu_model
 
 
 def register(subparsers: Any) -> None:
@@ -32,17 +33,6 @@ def register(subparsers: Any) -> None:
         "--reprobe", action="store_true", help="forget the kept CPU probe verdict and probe again"
     )
     parser.set_defaults(handler=run)
-
-
-def _cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def _cpu_features() -> list[str]:
@@ -71,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(json.dumps(choice.to_json()) + "\n")
         return 0
     lines = [
-        f"CPU:           {_cpu_model()} ({platform.machine()})",
+        f"CPU:           {cpu_model()} ({platform.machine()})",
         f"llama.cpp:     llama-cpp-python {llama_cpp.__version__}, "
         f"compiled for {' '.join(_cpu_features()) or 'no SIMD flags reported'}",
         f"extra buffers: {', '.join(choice.extra_buffers) or 'none in this build'}",

@@ -35,7 +35,7 @@ from backend.fit.model_shape import ModelShape
 from backend.gguf_file.ggml_types import GGMLType, cache_type
 from backend.gguf_file.gguf_header import GGUFHeader
 from backend.llama.rpc_placement import layer_devices, layer_spans
-from backend.settings.cache_budgets import MIB, session_ram_mib
+from backend.settings.cache_budgets import session_ram_mib
 from backend.settings.engine_settings import CacheType, ServingKnobs, tensor_split_values
 
 MiB = 1 << 20
@@ -239,7 +239,7 @@ def _needs(
     """The served model's needs, plus the draft model's when there is one, plus the RAM
     the session cache may fill (``--cache-ram``: sessions' KV kept past their slot)."""
     main = _model_needs(shape, settings, has_gpu)
-    session = session_ram_mib(settings.cache_ram) * MIB
+    session = session_ram_mib(settings.cache_ram) * MiB
     if draft is None:
         return dataclasses.replace(main, session_cpu=session)
     draft_settings = settings.model_copy(update={"gpu_layers": draft.gpu_layers})

@@ -81,9 +81,8 @@ class UpstreamConnection(asyncio.Protocol):
             self._complete = True  # a body framed by the end of the connection ends here
             self._wakeup()
             return
-        if not self._complete:
-            why = f": {exc}" if exc else ""
-            self._fail(UpstreamError(f"the model's server closed the connection{why}"))
+        why = f": {exc}" if exc else ""
+        self._fail(UpstreamError(f"the model's server closed the connection{why}"))
 
     def _framed_by_close(self) -> bool:
         names = {name for name, _ in self._headers}
@@ -127,9 +126,7 @@ class UpstreamConnection(asyncio.Protocol):
     # the exchange
     def send_request(self, head: bytes, body: bytes) -> None:
         assert self.transport is not None
-        self.transport.write(head + body if len(body) < 65536 else head)
-        if len(body) >= 65536:
-            self.transport.write(body)
+        self.transport.writelines((head, body))
 
     async def response_head(self) -> tuple[int, list[tuple[bytes, bytes]]]:
         await self._head
