@@ -20,9 +20,10 @@ followed by one uncounted warm-up request that drafts, so that ours' one-off tim
 decode rows (speculative decoding's cost policy) does not land in a measured turn.
 
 Servers: ``ours`` (defaults: RAM and disk tiers on), ``ours-nocache`` (``--cache-ram 0
---cache-disk 0``), ``llama-server`` (``--llama-server PATH``, at its defaults, ``-nr`` where
-ours runs without extra buffers). Each server runs ``--passes`` times; results go to
-``--out`` as JSON.
+--cache-disk 0``), ``ours-before`` (``--ours-before TREE``: a checkout of QuantDesk before a
+change; pair with ``--peer ours-before``), ``llama-server`` (``--llama-server PATH``, at its
+defaults, ``-nr`` where ours runs without extra buffers). Each server runs ``--passes``
+times; results go to ``--out`` as JSON.
 
     .venv/bin/python -m benchmarks.agent_sessions --servers ours,ours-nocache \\
         --sessions 8 --turns 3 --passes 1 --out benchmarks/results/agent-sessions
@@ -56,6 +57,7 @@ from benchmarks.peer_servers import (
     ServerSpec,
     llama_server_argv,
     ours_argv,
+    ours_in,
     peak_rss,
     started,
 )
@@ -297,6 +299,9 @@ def server_spec(name: str, args: argparse.Namespace) -> ServerSpec:
         if not binary.is_file():
             raise SystemExit(f"no llama-server at {binary}: benchmarks/build_llama_server.sh")
         return ServerSpec("llama-server", llama_server_argv(binary))
+    if name == "ours-before" and args.ours_before:
+        tree = Path(args.ours_before).resolve()
+        return ServerSpec("ours-before", ours_in(tree), cwd=tree)
     raise SystemExit(f"unknown server {name!r}")
 
 
@@ -420,10 +425,10 @@ def paired(
     return out
 
 
-def report(path: Path) -> None:
+def report(path: Path, peer: str = "llama-server") -> None:
     """Print (and store in the file) the paired ratios of a finished run."""
     record = json.loads(path.read_text())
-    record["paired"] = paired(record["runs"])
+    record["paired"] = paired(record["runs"], peer=peer)
     path.write_text(json.dumps(record, indent=2, default=str))
     print(json.dumps(record["paired"], indent=2))
 
@@ -452,10 +457,15 @@ def main() -> None:
     )
     p.add_argument("--start-timeout", type=float, default=300.0)
     p.add_argument("--out", default="benchmarks/results/agent-sessions")
+    p.add_argument(
+        "--ours-before",
+        help="a checkout (git worktree) of QuantDesk to run as server 'ours-before'",
+    )
+    p.add_argument("--peer", default="llama-server", help="the server 'ours' is paired with")
     p.add_argument("--report", type=Path, help="only print the paired ratios of this result")
     args = p.parse_args()
     if args.report:
-        report(args.report)
+        report(args.report, args.peer)
         return
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -466,7 +476,7 @@ def main() -> None:
         "scenario": {
             k: Path(v).name if k in ("model", "llama_server") else v
             for k, v in vars(args).items()
-            if k != "out"
+            if k not in ("out", "ours_before")
         },
         "cpu_path": paths_record(ours_cpu_path()),
         "host": {"cpus": os.cpu_count(), "ram_bytes": psutil.virtual_memory().total},
@@ -482,7 +492,7 @@ def main() -> None:
             results.append(row)
             print(json.dumps({k: row[k] for k in ("server", "pass", "wall_s", "turns")}))
             path.write_text(json.dumps(record, indent=2, default=str))  # after every run
-    report(path)
+    report(path, args.peer)
     print(f"wrote {path}")
 
 

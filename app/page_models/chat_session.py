@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.storage.app_settings import ChatDefaults, ServerKnobs
-from app.storage.chat_store import ChatMessage, ChatStore, Conversation
+from app.storage.chat_store import ChatImage, ChatMessage, ChatStore, Conversation
 from backend.settings.default_model import DEFAULT_MODEL_ID
 
 SAMPLING_FIELDS = ("temperature", "top_p", "top_k", "min_p", "repeat_penalty", "max_tokens")
@@ -80,6 +80,8 @@ class ChatSession:
         self.defaults = defaults
         self.conversation = Conversation(system_prompt=defaults.system_prompt)
         self.edit_index: int | None = None  # the message being edited in the composer
+        # images for the next message (the composer's); one list, changed in place
+        self.attached: list[ChatImage] = []
         self.reply = ""  # the streamed reply so far
         self._replying: Conversation | None = None  # the conversation it goes into
 
@@ -94,6 +96,7 @@ class ChatSession:
     def new(self) -> None:
         self.conversation = Conversation(system_prompt=self.defaults.system_prompt)
         self.edit_index = None
+        self.attached.clear()
 
     def open(self, conv_id: str) -> ChatDefaults:
         """Open a saved conversation; the settings it was held with, to show."""
@@ -123,15 +126,18 @@ class ChatSession:
         if index >= len(self.messages):
             return None
         self.edit_index = index
+        self.attached[:] = self.messages[index].images  # an edit keeps its images
         return self.messages[index].content
 
     def add_user_message(self, text: str) -> int:
-        """Append the user's message, replacing the one being edited and all after it; how
-        many earlier messages stay."""
+        """Append the user's message (with the attached images), replacing the one being
+        edited and all after it; how many earlier messages stay."""
         if self.edit_index is not None:
             del self.messages[self.edit_index :]
             self.edit_index = None
-        self.messages.append(ChatMessage(role="user", content=text))
+        images = list(self.attached)
+        self.attached.clear()
+        self.messages.append(ChatMessage(role="user", content=text, images=images))
         return len(self.messages) - 1
 
     def drop_reply(self, index: int | None = None) -> int | None:

@@ -17,6 +17,7 @@ import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
 from app.page_models.model_choices import cached_header, model_facts
@@ -25,6 +26,7 @@ from app.storage.app_settings import ServerKnobs
 from backend.core.errors import QuantDeskError
 from backend.fit.fit_estimate import Verdict, estimate_fit
 from backend.fit.memory_probe import AvailableMemory, probe_memory, with_probed
+from backend.gguf_file.projector_file import mmproj_beside
 from backend.hub.hub_search import remote_gguf_header
 from backend.llama.rpc_probe import WorkerProbe
 
@@ -124,11 +126,13 @@ def estimate(
     try:
         memory, worker_note = with_workers(_memory(), knobs.rpc, workers)
         draft = model_facts(knobs.model_draft) if knobs.model_draft else None
+        projector = mmproj_beside(Path(facts.path))  # the server loads the one beside it
         est = estimate_fit(
             cached_header(facts.path),
             knobs,
             memory,
             draft=cached_header(draft.path) if draft is not None else None,
+            projector=cached_header(projector) if projector is not None else None,
         )
     except (QuantDeskError, OSError, ValueError) as exc:
         return FitView("unknown", f"Could not estimate: {exc}")

@@ -126,6 +126,7 @@ class ModelCard:
     memory_bytes: int | None = None
     idle_s: float | None = None
     error: str | None = None
+    vision: bool | None = None  # it reads images (None: the server does not say)
 
     @classmethod
     def of(cls, card: dict[str, Any]) -> ModelCard:
@@ -142,6 +143,7 @@ class ModelCard:
             memory_bytes=int(memory) if isinstance(memory, int | float) else None,
             idle_s=float(idle) if isinstance(idle, int | float) else None,
             error=str(error) if error else None,
+            vision=_vision(card),
         )
 
 
@@ -250,3 +252,11 @@ def combine_snapshots(snapshots: list[StatsSnapshot]) -> StatsSnapshot | None:
             "ready": all(s.ready for s in snapshots),
         }
     )
+
+
+def _vision(card: dict[str, Any]) -> bool | None:
+    modalities = card.get("modalities")
+    if not isinstance(modalities, dict):
+        meta = card.get("meta")
+        modalities = meta.get("modalities") if isinstance(meta, dict) else None
+    return bool(modalities.get("vision")) if isinstance(modalities, dict) else None

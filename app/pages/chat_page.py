@@ -10,11 +10,10 @@ The conversation's state lives in :mod:`app.page_models.chat_session`; the messa
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from typing import Any
 
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QKeyEvent, QKeySequence, QShortcut
+from PySide6.QtGui import QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QComboBox,
     QDoubleSpinBox,
@@ -34,6 +33,8 @@ from PySide6.QtWidgets import (
 from app.app_context import AppContext
 from app.page_models.chat_session import ChatSession, served_label, server_notice
 from app.page_models.router_models import ModelCard
+from app.pages.chat_attachments import ChatAttachments
+from app.pages.chat_composer import Composer
 from app.pages.chat_transcript import ChatTranscript
 from app.storage.app_settings import AppSettings, ChatDefaults
 from app.storage.chat_store import ChatStore
@@ -47,22 +48,6 @@ log = logging.getLogger(__name__)
 
 
 _STATE_WORDS = {"unloaded": "loads on demand", "loading": "loading…", "failed": "failed"}
-
-
-class _Composer(QPlainTextEdit):
-    """Enter sends, Shift+Enter adds a line."""
-
-    def __init__(self, send: Callable[[], None]) -> None:
-        super().__init__()
-        self._send = send
-
-    def keyPressEvent(self, event: QKeyEvent) -> None:
-        if event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter) and not (
-            event.modifiers() & Qt.KeyboardModifier.ShiftModifier
-        ):
-            self._send()
-            return
-        super().keyPressEvent(event)
 
 
 def _dspin(lo: float, hi: float, step: float, decimals: int = 2) -> QDoubleSpinBox:
@@ -163,8 +148,12 @@ class ChatPage(QWidget):
         self.edit_note.setProperty("muted", True)
         self.edit_note.hide()
         v.addWidget(self.edit_note)
+        self.attachments = ChatAttachments(
+            self.session.attached, self._sees_images, self._model_name, self._say_error
+        )
+        v.addWidget(self.attachments)
         row = QHBoxLayout()
-        self.composer = _Composer(self.send)
+        self.composer = Composer(self.send, self.attachments.attach)
         self.composer.setPlaceholderText("Message the model…")
         self.composer.setFixedHeight(84)
         buttons = QVBoxLayout()
@@ -267,6 +256,7 @@ class ChatPage(QWidget):
         if self.is_streaming():
             self.stop()
         self.session.new()
+        self.attachments.refresh()
         self._show_conversation()
         self.history.clearSelection()
         self.composer.setFocus()
@@ -306,22 +296,47 @@ class ChatPage(QWidget):
 
     def send(self) -> None:
         text = self.composer.toPlainText().strip()
-        if not text or self.is_streaming() or self.server.base_url is None:
+        images = list(self.session.attached)
+        if (not text and not images) or self.is_streaming() or self.server.base_url is None:
+            return
+        if images and not self.attachments.model_can_read():
             return
         self.edit_note.hide()
         self.composer.clear()
         self.transcript.truncate(self.session.add_user_message(text))
-        self.transcript.add("user", text)
+        self.transcript.add("user", text).set_images(images)
+        self.attachments.refresh()
         self._start_reply()
 
     def begin_edit(self, index: int) -> None:
-        """Put message ``index`` back in the composer; sending replaces it and what followed."""
+        """Put message ``index`` back in the composer (its images too); sending replaces it
+        and what followed."""
         text = None if self.is_streaming() else self.session.begin_edit(index)
         if text is None:
             return
         self.composer.setPlainText(text)
+        self.attachments.refresh()
         self.edit_note.show()
         self.composer.setFocus()
+
+    # -- images ---------------------------------------------------------------------------
+    def _sees_images(self) -> bool | None:
+        """Whether the model that answers reads images (None: not known yet)."""
+        model = self.chosen_model()
+        if model is not None:
+            card = next((c for c in self.context.latest_models if c.id == model), None)
+            return card.vision if card is not None else None
+        stats = self.context.latest_stats
+        return stats.model.vision if stats is not None else None
+
+    def _say_error(self, text: str) -> None:
+        self.banner.show_message(text, "error")
+
+    def _model_name(self) -> str:
+        model = self.chosen_model()
+        if model is None and self.context.latest_stats is not None:
+            model = self.context.latest_stats.model.id
+        return (model or "This model").rsplit("/", 1)[-1]
 
     def regenerate(self, index: int | None = None) -> None:
         """Ask again for the reply at ``index`` (default: the last reply)."""

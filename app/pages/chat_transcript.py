@@ -54,7 +54,9 @@ class ChatTranscript(QStackedWidget):
         """Show a whole conversation (the empty state when it has no messages)."""
         self.truncate(0)
         for message in messages:
-            self.add(message.role, message.content).set_meta(message.meta)
+            bubble = self.add(message.role, message.content)
+            bubble.set_meta(message.meta)
+            bubble.set_images(message.images)
         self.setCurrentWidget(self.messages_area if messages else self.empty)
 
     def add(self, role: str, text: str) -> MessageBubble:

@@ -230,8 +230,9 @@ class HubTab(QWidget):
         files = listing.gguf_files or (
             listing.source_files() if listing.is_safetensors_source else []
         )
+        vision = "  ·  reads images (its projector comes with it)" if listing.has_projector else ""
         self.repo_title.set_full_text(
-            f"{listing.repo_id}  ·  {len(listing.gguf_files)} GGUF file(s)"
+            f"{listing.repo_id}  ·  {len(listing.gguf_files)} GGUF file(s){vision}"
             if listing.gguf_files
             else f"{listing.repo_id}  ·  Hugging Face model (download it to quantise)"
             if listing.is_safetensors_source

@@ -16,10 +16,32 @@ from backend.settings.paths import subdir
 log = logging.getLogger(__name__)
 
 
+class ChatImage(BaseModel):
+    """An image attached to a message, kept in the chat file itself (base64)."""
+
+    mime: str
+    data: str  # base64 of the file as it was attached
+    name: str = ""
+
+    def data_url(self) -> str:
+        return f"data:{self.mime};base64,{self.data}"
+
+
 class ChatMessage(BaseModel):
     role: Literal["user", "assistant"]
     content: str
     meta: dict[str, Any] = Field(default_factory=dict)  # ttft_ms, tokens_per_s, tokens, error
+    images: list[ChatImage] = Field(default_factory=list)
+
+    def api_content(self) -> str | list[dict[str, Any]]:
+        """The message's content for /v1/chat/completions: its text, or its images and
+        then its text as content parts."""
+        if not self.images:
+            return self.content
+        parts: list[dict[str, Any]] = [
+            {"type": "image_url", "image_url": {"url": image.data_url()}} for image in self.images
+        ]
+        return [*parts, {"type": "text", "text": self.content}]
 
 
 class Conversation(BaseModel):
@@ -31,11 +53,13 @@ class Conversation(BaseModel):
     params: dict[str, Any] = Field(default_factory=dict)
     messages: list[ChatMessage] = Field(default_factory=list)
 
-    def api_messages(self) -> list[dict[str, str]]:
+    def api_messages(self) -> list[dict[str, Any]]:
         """Messages for /v1/chat/completions (system prompt first, no empty replies)."""
-        out = [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
+        out: list[dict[str, Any]] = (
+            [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
+        )
         out += [
-            {"role": m.role, "content": m.content}
+            {"role": m.role, "content": m.api_content()}
             for m in self.messages
             if m.content or m.role == "user"
         ]

@@ -6,7 +6,9 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
 from app.page_models.markdown_render import markdown_to_html
+from app.storage.chat_store import ChatImage
 from app.widgets.common import set_button_role
+from app.widgets.image_strip import ImageStrip
 
 
 def meta_text(meta: dict[str, object]) -> str:
@@ -59,6 +61,8 @@ class MessageBubble(QFrame):
         )
         head.addWidget(self.action_button)
         v.addLayout(head)
+        self.images = ImageStrip(removable=False)
+        v.addWidget(self.images)
         self.body = QLabel()
         self.body.setTextFormat(Qt.TextFormat.RichText)
         self.body.setWordWrap(True)
@@ -81,6 +85,9 @@ class MessageBubble(QFrame):
     def set_text(self, text: str) -> None:
         self._text = text
         self.body.setText(markdown_to_html(text) if text else "<i>…</i>")
+
+    def set_images(self, images: list[ChatImage]) -> None:
+        self.images.set_images(images)
 
     def set_meta(self, meta: dict[str, object]) -> None:
         text = meta_text(meta)

@@ -29,6 +29,7 @@ sequence id and cut to the common prefix.
 
 from __future__ import annotations
 
+import dataclasses
 from abc import ABC, abstractmethod
 from collections import OrderedDict, deque
 from enum import Enum
@@ -36,6 +37,7 @@ from enum import Enum
 import numpy as np
 
 from backend.engine.kv_cache import KvAccounting
+from backend.engine.media.media_span import whole_media_prefix
 from backend.engine.sequence import CacheEntry, Sequence, common_prefix
 from backend.engine.session_cache import Match, SessionStore
 
@@ -89,7 +91,11 @@ class AdmissionPolicy(ABC):
         or say why not."""
         target = np.asarray(seq.tokens, dtype=np.int32)
         matched, src, src_cached = self._best_source(seq, target, running)
+        matched = whole_media_prefix(seq.media, matched)
         stored = self._stored_match(seq, target, matched)
+        if stored is not None and seq.media:  # a saved session cut inside an image: less
+            n = whole_media_prefix(seq.media, stored.n)
+            stored = dataclasses.replace(stored, n=n) if n > matched else None
         available = stored.n if stored is not None else matched
         if self._worth_waiting(seq, target, available, running):
             return Admission.DEFER
@@ -176,7 +182,9 @@ class AdmissionPolicy(ABC):
             if run.n_past >= run.n_prompt:
                 continue
             limit = len(seq.tokens) - 1
-            future = min(common_prefix(target, run.prompt_array), limit)
+            future = whole_media_prefix(
+                seq.media, min(common_prefix(target, run.prompt_array), limit)
+            )
             gain = future - available
             # wait for a long shared prefix, or for an identical prompt (n > 1, retries)
             if future > run.n_past and (

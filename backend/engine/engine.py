@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
+from collections.abc import Callable
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -14,7 +16,16 @@ from jinja2 import TemplateError
 
 from backend.core.errors import ConfigError
 from backend.engine.chat_template import ChatTemplate
-from backend.engine.errors import ContextOverflowError, EngineError, ModelCannotGenerateError
+from backend.engine.errors import (
+    ContextOverflowError,
+    EngineError,
+    ModelCannotGenerateError,
+    ModelLoadError,
+)
+from backend.engine.media.image_decode import DecodedImage
+from backend.engine.media.media_errors import MediaError
+from backend.engine.media.media_span import MediaSpan
+from backend.engine.media.projector import MediaPrompt, Projector
 from backend.engine.model_runtime import ModelRuntime, gpu_offload_supported
 from backend.engine.request_types import (
     EngineEvent,
@@ -30,6 +41,7 @@ from backend.engine.sequence import Sequence
 from backend.engine.speculative.speculator import Speculator
 from backend.engine.stats_model import ModelStats, StatsSnapshot
 from backend.engine.stop_detector import StopDetector
+from backend.gguf_file.projector_file import projector_path
 from backend.settings.default_model import DEFAULT_MODEL_ID, default_model_path, resolve_model_path
 from backend.settings.engine_settings import EngineSettings
 from backend.system import system_snapshot
@@ -74,6 +86,7 @@ class Engine:
             self.runtime.close()
             raise ConfigError(f"the chat template of {where} does not parse: {exc}") from None
         try:
+            self.projector = self._load_projector()
             self.speculator = Speculator.create(settings, self.runtime)
         except Exception:
             self.runtime.close()
@@ -88,6 +101,86 @@ class Engine:
         self.arrivals = self.scheduler.arrivals
         self.ready = False
         self.created = int(time.time())
+
+    def _load_projector(self) -> Projector | None:
+        """The ``--mmproj`` projector (its errors are the load's), or the one beside the
+        model (its errors only mean text only)."""
+        s = self.settings
+        path = projector_path(self.model_path, s.mmproj, s.no_mmproj)
+        if path is None:
+            return None
+        try:
+            projector = Projector(
+                path, self.runtime.model, n_threads=s.threads, use_gpu=self.runtime.n_gpu_layers > 0
+            )
+        except ModelLoadError as exc:
+            if s.mmproj:
+                raise
+            log.warning("%s; serving %s as text only", exc, self.model_id)
+            return None
+        if projector.mrope:
+            projector.close()
+            message = f"{path.name} places image tokens with M-RoPE, which is not supported yet"
+            if s.mmproj:
+                raise ModelLoadError(message)
+            log.warning("%s; serving %s as text only", message, self.model_id)
+            return None
+        return projector
+
+    @property
+    def accepts_images(self) -> bool:
+        return self.projector is not None and self.projector.vision
+
+    def modalities(self) -> dict[str, bool]:
+        """What the model reads besides text (llama-server's ``/props`` shape); audio is
+        not taken yet, whatever the projector can do."""
+        return {"vision": self.accepts_images, "audio": False}
+
+    def tokenize_with_media(
+        self,
+        text: str,
+        images: list[DecodedImage],
+        *,
+        add_special: bool,
+        cancelled: Callable[[], bool] = lambda: False,
+    ) -> MediaPrompt:
+        """``text`` with one media marker per image tokenised, the images encoded."""
+        if self.projector is None:
+            raise MediaError(
+                f"model '{self.model_id}' takes text only and cannot read images (it has no "
+                "projector: load one with --mmproj)",
+                param="messages",
+            )
+        return self.projector.tokenize(text, images, add_special=add_special, cancelled=cancelled)
+
+    def render_chat_with_media(
+        self,
+        messages: list[dict[str, Any]],
+        images: list[DecodedImage],
+        cancelled: Callable[[], bool] = lambda: False,
+        **kwargs: Any,
+    ) -> MediaPrompt:
+        """:meth:`render_chat` for messages whose text holds a media marker per image."""
+        text = self.chat_template.render(messages, **kwargs)
+        bos = self.runtime.info.bos_token
+        add_special = not (bos and text.startswith(bos))
+        return self.tokenize_with_media(text, images, add_special=add_special, cancelled=cancelled)
+
+    def _check_media(self, n_prompt: int, media: list[MediaSpan], scored: bool) -> None:
+        """A prompt's images must each fit one call, and text must end it."""
+        if scored:
+            raise MediaError("prompt_logprobs cannot score a prompt with images", param="messages")
+        n_batch, n_ubatch = self.runtime.n_batch, self.settings.ubatch_size
+        for span in media:
+            room = min(n_batch, n_ubatch) if span.non_causal else n_batch
+            if span.n_tokens > room:
+                raise MediaError(
+                    f"an image takes {span.n_tokens} tokens, more than one batch holds "
+                    f"({room}): raise --batch-size and --ubatch-size",
+                    param="messages",
+                )
+        if media and media[-1].end >= n_prompt:
+            raise MediaError("a prompt cannot end with an image", param="messages")
 
     @property
     def n_ctx(self) -> int:
@@ -143,6 +236,8 @@ class Engine:
         self.scheduler.close()
         if self.speculator is not None:
             self.speculator.close()
+        if self.projector is not None:
+            self.projector.close()
         self.runtime.close()
 
     # ---- requests ------------------------------------------------------------
@@ -192,9 +287,15 @@ class Engine:
         sink: EventSink,
         stop: list[str] | None = None,
         prompt_logprobs: int | None = None,
+        media: list[MediaSpan] | None = None,
     ) -> GenerationRequest:
-        """Queue a sequence; raises QueueFullError or InvalidRequestError at once."""
+        """Queue a sequence; raises QueueFullError or InvalidRequestError at once.
+        ``media``: the prompt's images (from :meth:`render_chat_with_media`)."""
         self.check_can_generate()
+        if media:
+            self._check_media(len(prompt_tokens), media, prompt_logprobs is not None)
+            # no drafts: a drafter would propose, or prefill a draft model with, image ids
+            sampling = dataclasses.replace(sampling, draft_n_max=0)
         request = GenerationRequest(
             prompt_tokens=list(prompt_tokens),
             max_tokens=max_tokens,
@@ -212,6 +313,7 @@ class Engine:
             tokens=list(prompt_tokens),
             prompt_array=np.asarray(prompt_tokens, dtype=np.int32),
             n_prompt=len(prompt_tokens),
+            media=list(media or []),
         )
         try:
             self.scheduler.submit(seq)
@@ -225,7 +327,10 @@ class Engine:
 
     # ---- stats -----------------------------------------------------------------
     def stats(self) -> StatsSnapshot:
-        return self.scheduler.stats.snapshot(self._model_stats, system_snapshot(), ready=self.ready)
+        snap = self.scheduler.stats.snapshot(self._model_stats, system_snapshot(), ready=self.ready)
+        if self.projector is not None:
+            snap.media = self.projector.stats()
+        return snap
 
     @cached_property
     def _model_stats(self) -> ModelStats:
@@ -255,4 +360,5 @@ class Engine:
             cpu_path=self.runtime.cpu_path.path,
             cpu_path_reason=self.runtime.cpu_path.reason,
             extra_buffers=list(self.runtime.cpu_path.extra_buffers),
+            vision=self.accepts_images,
         )

@@ -35,6 +35,8 @@ from backend.engine.engine_stats import EngineStats
 from backend.engine.errors import EngineStoppedError, GrammarDeadEndError, QueueFullError
 from backend.engine.kv_cache import KvCache
 from backend.engine.logprobs import LogprobReader
+from backend.engine.media.embd_batch import EmbdBatch
+from backend.engine.media.media_span import MediaSpan, span_at
 from backend.engine.model_runtime import ModelRuntime
 from backend.engine.request_types import (
     EngineEvent,
@@ -101,6 +103,7 @@ class Scheduler:
         self.logprobs = LogprobReader(runtime)
         self._n_batch = runtime.n_batch
         self._batch = llama_cpp.llama_batch_init(self._n_batch, 0, 1)
+        self._embd: EmbdBatch | None = None  # images' embeddings, made at the first
         # here, not on the thread: a caller driving step_once decodes with them too
         llama_cpp.llama_set_n_threads(
             runtime.ctx,
@@ -141,6 +144,8 @@ class Scheduler:
         self.stop()
         self._close_sessions()
         llama_cpp.llama_batch_free(self._batch)
+        if self._embd is not None:
+            self._embd.close()
 
     def _close_sessions(self) -> None:
         """Hand the cached sequences and the RAM tier to the disk tier, and wait for its
@@ -357,6 +362,10 @@ class Scheduler:
         """One ``llama_decode`` over ``plan``, then the tokens of every sequence whose
         prompt or last token (and draft) it completed. (decode s, sample s, prompt
         tokens, generated tokens, batch tokens), or None when the call failed."""
+        if len(plan) == 1 and plan[0][0].media:
+            span = span_at(plan[0][0].media, plan[0][0].n_past)
+            if span is not None:
+                return self._decode_media(plan[0][0], span)
         batch = self._batch
         i = 0
         # (sequence, batch row of its last token, the draft decoded after it)
@@ -419,6 +428,24 @@ class Scheduler:
                 continue
             sampled += self._take_tokens(seq, index, draft)
         return decode_s, time.perf_counter() - t_samp, prompt_tokens, sampled, i
+
+    def _decode_media(
+        self, seq: Sequence, span: MediaSpan
+    ) -> tuple[float, float, int, int, int] | None:
+        """One image of ``seq``'s prompt, from its embeddings (no logits: a prompt never
+        ends with an image)."""
+        if self._embd is None:
+            self._embd = EmbdBatch(self._n_batch, span.embd.shape[1])
+        self._deliver()
+        t_dec = time.perf_counter()
+        rc = self._embd.decode(self.rt.ctx, span, seq.seq_id, logits_last=False)
+        decode_s = time.perf_counter() - t_dec
+        if rc != 0:
+            self._decode_failed(rc, [(seq, span.n_tokens)])
+            return None
+        self.kv.add_cells(seq.seq_id, span.n_tokens)
+        seq.n_past += span.n_tokens
+        return decode_s, 0.0, span.n_tokens, 0, span.n_tokens
 
     def _take_tokens(self, seq: Sequence, row: int, draft: list[int]) -> int:
         """Sample ``seq``'s token at batch row ``row`` and, while they agree with ``draft``,

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from backend.engine.media.media_span import MediaSpan
 from backend.engine.request_types import GenerationRequest, TokenLogprob
 from backend.engine.sampler_chain import SamplerChain
 from backend.engine.speculative.draft_policy import Acceptance
@@ -48,6 +49,8 @@ class Sequence:
     # which drafter made ``draft`` ("ngram" or "model"), and how this sequence's drafts fared
     draft_source: str = "ngram"
     acceptance: Acceptance = field(default_factory=Acceptance)
+    # the prompt's images: the positions that are decoded from embeddings
+    media: list[MediaSpan] = field(default_factory=list)
 
     @property
     def remaining(self) -> int:

@@ -193,6 +193,22 @@ class SpeculativeStats(StatsSection):
     )
 
 
+class MediaStats(StatsSection):
+    """Images in prompts (``--mmproj``): encoded by the projector, or reused by content."""
+
+    images_encoded: int = metric_field(
+        "Images run through the vision encoder", "quantdesk_media_images_encoded", "counter"
+    )
+    images_reused: int = metric_field(
+        "Images whose embeddings were kept from an earlier request (same content)",
+        "quantdesk_media_images_reused",
+        "counter",
+    )
+    encode_ms_avg: float = metric_field(
+        "Mean vision-encoder time per encoded image, ms", "quantdesk_media_encode_ms_avg"
+    )
+
+
 def _no_speculation() -> SpeculativeStats:
     return SpeculativeStats(
         type="", drafted=0, accepted=0, drafts=0, acceptance_rate=0.0, draft_ms_avg=0.0
@@ -232,6 +248,7 @@ class ModelStats(StatsSection):
     extra_buffers: list[str] = Field(
         default_factory=list, description="The CPU's extra buffer types in this build"
     )
+    vision: bool = Field(default=False, description="It reads images (a projector is loaded)")
 
 
 class StatsSnapshot(StatsSection):
@@ -248,6 +265,10 @@ class StatsSnapshot(StatsSection):
     step: StepStats
     speculative: SpeculativeStats = Field(
         default_factory=_no_speculation, description="Speculative decoding counters"
+    )
+    media: MediaStats = Field(
+        default_factory=lambda: MediaStats(images_encoded=0, images_reused=0, encode_ms_avg=0.0),
+        description="Image input counters",
     )
     uptime_s: float = Field(description="Time since the engine was created, s")
     model: ModelStats

@@ -13,6 +13,7 @@ from backend.entrypoints.progress_bar import TerminalProgressBar
 from backend.fit.fit_estimate import FitEstimate, estimate_fit
 from backend.fit.memory_probe import probe_memory
 from backend.gguf_file.gguf_header import read_gguf_header
+from backend.gguf_file.projector_file import projector_path
 from backend.hub.download_manager import DownloadManager
 from backend.hub.download_progress import DownloadProgress
 from backend.hub.hub_search import (
@@ -29,6 +30,7 @@ from backend.jobs.events import ProgressEvent
 from backend.jobs.job_session import JobSession, add_progress_jsonl_option
 from backend.settings.engine_settings import EngineSettings, ServingKnobs, SpeculativeKnobs
 from backend.settings.flags import add_settings_flags, positive_int, settings_from_args
+from backend.settings.media_settings import MediaKnobs
 
 
 def _settings(args: argparse.Namespace) -> HubSettings:
@@ -247,15 +249,25 @@ def _print_fit(est: FitEstimate) -> None:
         _out(f"warning: {warning}")
     if est.draft_bytes:
         _out(f"draft model (-md): {human_bytes(est.draft_bytes)} of the total")
+    if est.projector_bytes:
+        _out(f"projector (--mmproj): {human_bytes(est.projector_bytes)} of the total")
     _out(f"verdict: {est.verdict}: {est.message}")
 
 
 def _cmd_fit(args: argparse.Namespace) -> int:
     library = ModelLibrary(_settings(args))
-    header = read_gguf_header(library.resolve(args.model))
+    model = library.resolve(args.model)
+    header = read_gguf_header(model)
     knobs = settings_from_args(EngineSettings, args)  # QUANTDESK_* environment, then the flags
     draft = read_gguf_header(library.resolve(knobs.model_draft)) if knobs.model_draft else None
-    estimate = estimate_fit(header, knobs, probe_memory(knobs.rpc), draft=draft)
+    projector = projector_path(model, knobs.mmproj, knobs.no_mmproj)
+    estimate = estimate_fit(
+        header,
+        knobs,
+        probe_memory(knobs.rpc),
+        draft=draft,
+        projector=read_gguf_header(projector) if projector else None,
+    )
     if args.json:
         _emit_json(estimate.to_dict())
     else:
@@ -335,5 +347,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     # the draft model's memory counts too; the other speculative flags use none
     drafting = set(SpeculativeKnobs.model_fields) - {"model_draft", "gpu_layers_draft"}
     add_settings_flags(p, SpeculativeKnobs, skip=drafting)
+    # the projector's memory counts too; the media limits use none
+    add_settings_flags(
+        p, MediaKnobs, skip=("media_max_images", "media_max_mib", "media_max_pixels")
+    )
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(handler=_cmd_fit)

@@ -32,6 +32,7 @@ from backend.core.units import human_bytes
 from backend.fit.fit_settings import FitSettings
 from backend.fit.memory_probe import AvailableMemory
 from backend.fit.model_shape import ModelShape
+from backend.fit.projector_need import projector_needs
 from backend.gguf_file.ggml_types import GGMLType, cache_type
 from backend.gguf_file.gguf_header import GGUFHeader
 from backend.llama.rpc_placement import layer_devices, layer_spans
@@ -193,6 +194,7 @@ class FitEstimate:
     gpu_note: str | None = None
     warnings: list[str] = field(default_factory=list)
     draft_bytes: int = 0  # of total_bytes: the draft model's weights, KV and compute
+    projector_bytes: int = 0  # of total_bytes: the projector's weights and image compute
     session_cache_bytes: int = 0  # of cpu_bytes: the session cache's RAM budget (--cache-ram)
     # where the layers go ("layers 0-14 on RPC0 (host:port)", ...), when any are offloaded
     placement: list[str] = field(default_factory=list)
@@ -213,6 +215,7 @@ class _Needs:
     compute_cpu: int
 
     draft_bytes: int = 0  # of the totals below: the draft model's weights, KV and compute
+    projector_bytes: int = 0  # of the totals below: the projector's weights and compute
     session_cpu: int = 0  # the session cache's RAM budget (--cache-ram), at most
 
     @property
@@ -233,28 +236,52 @@ class _Draft:
     gpu_layers: int
 
 
+@dataclass(frozen=True)
+class _Extras:
+    """What loads beside the served model: a draft model (``-md``), and a projector
+    (``--mmproj``: its weights, and one image's encoder working set)."""
+
+    draft: _Draft | None = None
+    projector_weights: int = 0
+    projector_compute: int = 0
+
+
 def _needs(
-    shape: ModelShape, settings: FitSettings, has_gpu: bool, draft: _Draft | None = None
+    shape: ModelShape, settings: FitSettings, has_gpu: bool, extras: _Extras = _Extras()
 ) -> _Needs:
-    """The served model's needs, plus the draft model's when there is one, plus the RAM
-    the session cache may fill (``--cache-ram``: sessions' KV kept past their slot)."""
-    main = _model_needs(shape, settings, has_gpu)
-    session = session_ram_mib(settings.cache_ram) * MiB
-    if draft is None:
-        return dataclasses.replace(main, session_cpu=session)
-    draft_settings = settings.model_copy(update={"gpu_layers": draft.gpu_layers})
-    d = _model_needs(draft.shape, draft_settings, has_gpu)
-    return dataclasses.replace(
-        main,
-        weights_gpu=main.weights_gpu + d.weights_gpu,
-        weights_cpu=main.weights_cpu + d.weights_cpu,
-        kv_gpu=main.kv_gpu + d.kv_gpu,
-        kv_cpu=main.kv_cpu + d.kv_cpu,
-        compute_gpu=main.compute_gpu + d.compute_gpu,
-        compute_cpu=main.compute_cpu + d.compute_cpu,
-        draft_bytes=d.gpu + d.cpu,
-        session_cpu=session,
+    """The served model's needs, plus the draft model's and the projector's when there
+    are, plus the RAM the session cache may fill (``--cache-ram``: sessions' KV kept past
+    their slot)."""
+    needs = dataclasses.replace(
+        _model_needs(shape, settings, has_gpu),
+        session_cpu=session_ram_mib(settings.cache_ram) * MiB,
     )
+    if extras.draft is not None:
+        draft_settings = settings.model_copy(update={"gpu_layers": extras.draft.gpu_layers})
+        d = _model_needs(extras.draft.shape, draft_settings, has_gpu)
+        needs = dataclasses.replace(
+            needs,
+            weights_gpu=needs.weights_gpu + d.weights_gpu,
+            weights_cpu=needs.weights_cpu + d.weights_cpu,
+            kv_gpu=needs.kv_gpu + d.kv_gpu,
+            kv_cpu=needs.kv_cpu + d.kv_cpu,
+            compute_gpu=needs.compute_gpu + d.compute_gpu,
+            compute_cpu=needs.compute_cpu + d.compute_cpu,
+            draft_bytes=d.gpu + d.cpu,
+        )
+    weights, compute = extras.projector_weights, extras.projector_compute
+    if weights or compute:
+        # the projector goes where the layers go: to the GPU unless -ngl 0
+        gpu = has_gpu and any(needs.gpu_layers)
+        needs = dataclasses.replace(
+            needs,
+            weights_gpu=needs.weights_gpu + (weights if gpu else 0),
+            weights_cpu=needs.weights_cpu + (0 if gpu else weights),
+            compute_gpu=needs.compute_gpu + (compute if gpu else 0),
+            compute_cpu=needs.compute_cpu + (0 if gpu else compute),
+            projector_bytes=weights + compute,
+        )
+    return needs
 
 
 def _model_needs(shape: ModelShape, settings: FitSettings, has_gpu: bool) -> _Needs:
@@ -345,12 +372,12 @@ def _largest_fitting_ctx(
     settings: FitSettings,
     memory: AvailableMemory,
     has_gpu: bool,
-    draft: _Draft | None,
+    extras: _Extras,
     fractions: list[float],
 ) -> int | None:
     def fits(ctx: int) -> bool:
         trial = settings.model_copy(update={"ctx_size": ctx})
-        return _fits(_needs(shape, trial, has_gpu, draft), memory, fractions)
+        return _fits(_needs(shape, trial, has_gpu, extras), memory, fractions)
 
     lo, hi = 1, _pad(settings.ctx_size, KV_PAD) // KV_PAD
     if not fits(KV_PAD):
@@ -369,6 +396,7 @@ def estimate_fit(
     knobs: ServingKnobs | None = None,
     memory: AvailableMemory | None = None,
     draft: GGUFHeader | None = None,
+    projector: GGUFHeader | None = None,
 ) -> FitEstimate:
     """Memory needs of ``header``'s model with ``knobs``, judged against ``memory``.
 
@@ -376,6 +404,7 @@ def estimate_fit(
     defaults. ``memory=None`` judges against unlimited RAM and no GPU (a pure size estimate).
     ``draft``: the header of the draft model (``-md``), counted with the served one, its
     layers offloaded as ``knobs.gpu_layers_draft`` says (-1: as many as the served model's).
+    ``projector``: the header of the model's ``--mmproj``, counted where the layers go.
     """
     settings = FitSettings.of(knobs) if knobs is not None else FitSettings()
     settings.check()
@@ -387,7 +416,8 @@ def estimate_fit(
     if draft is not None:
         ngld = getattr(knobs, "gpu_layers_draft", -1)
         the_draft = _Draft(ModelShape.from_header(draft), settings.gpu_layers if ngld < 0 else ngld)
-    needs = _needs(shape, settings, has_gpu, the_draft)
+    extras = _Extras(the_draft, *(projector_needs(projector) if projector else (0, 0)))
+    needs = _needs(shape, settings, has_gpu, extras)
     fractions = device_fractions(memory, settings.tensor_split)
     verdict: Verdict
     suggested_layers = suggested_ctx = None
@@ -412,7 +442,7 @@ def estimate_fit(
         if has_gpu:
             for ngl in range(shape.n_layer, -1, -1):
                 trial = _needs(
-                    shape, settings.model_copy(update={"gpu_layers": ngl}), has_gpu, the_draft
+                    shape, settings.model_copy(update={"gpu_layers": ngl}), has_gpu, extras
                 )
                 if _fits(trial, memory, fractions):
                     verdict, suggested_layers = "partial_offload", ngl
@@ -425,7 +455,7 @@ def estimate_fit(
                     break
         if verdict == "wont_fit":
             suggested_ctx = _largest_fitting_ctx(
-                shape, settings, memory, has_gpu, the_draft, fractions
+                shape, settings, memory, has_gpu, extras, fractions
             )
             cache: CacheType
             for cache in ("q8_0", "q4_0"):
@@ -436,7 +466,7 @@ def estimate_fit(
                         "flash_attn": "on" if settings.flash_attn == "off" else settings.flash_attn,
                     }
                 )
-                if _fits(_needs(shape, trial_settings, has_gpu, the_draft), memory, fractions):
+                if _fits(_needs(shape, trial_settings, has_gpu, extras), memory, fractions):
                     suggested_cache = cache
                     break
             hints = []
@@ -490,6 +520,7 @@ def estimate_fit(
         compute_cpu_bytes=needs.compute_cpu,
         total_bytes=needs.gpu + needs.cpu,
         draft_bytes=needs.draft_bytes,
+        projector_bytes=needs.projector_bytes,
         session_cache_bytes=needs.session_cpu,
         gpu_bytes=gpu_bytes,
         cpu_bytes=needs.cpu,

@@ -396,11 +396,11 @@ class DownloadManager:
                 for part in split_siblings(listing, hub_file):  # every part of a split GGUF
                     if part not in chosen:
                         chosen.append(part)
-            return chosen
+            return _with_projectors(listing, chosen)
         ggufs = listing.gguf_files
         models = {tuple(f.path for f in split_siblings(listing, g)) for g in ggufs}
         if len(models) == 1:
-            return [f for f in ggufs if f.path in next(iter(models))]
+            return _with_projectors(listing, [f for f in ggufs if f.path in next(iter(models))])
         if len(ggufs) > 1:
             names = ", ".join(f.path for f in ggufs)
             raise DownloadError(
@@ -430,6 +430,17 @@ class DownloadManager:
         tmp = record_path.with_suffix(".tmp")
         tmp.write_text(json.dumps(record, indent=2))
         os.replace(tmp, record_path)
+
+
+def _with_projectors(listing: RepoListing, chosen: list[HubFile]) -> list[HubFile]:
+    """``chosen`` and, for each model GGUF in it, the projector beside it in the repo (a
+    vision model's ``mmproj*.gguf``): the two are downloaded together."""
+    out = list(chosen)
+    for hub_file in chosen:
+        projector = listing.projector_for(hub_file) if hub_file.kind == "gguf" else None
+        if projector is not None and projector not in out:
+            out.append(projector)
+    return out
 
 
 def split_siblings(listing: RepoListing, hub_file: HubFile) -> list[HubFile]:

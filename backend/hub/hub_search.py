@@ -6,6 +6,7 @@ import logging
 import time
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
+from pathlib import Path
 from typing import Any, Literal
 
 import httpx2
@@ -16,6 +17,7 @@ from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_st
 from backend.gguf_file.errors import GGUFFormatError
 from backend.gguf_file.ggml_types import quant_from_filename
 from backend.gguf_file.gguf_header import GGUFHeader, GGUFTruncatedError, parse_gguf_header
+from backend.gguf_file.projector_file import is_projector
 from backend.hub.errors import HubError
 from backend.hub.hub_errors import hub_errors
 from backend.hub.hub_settings import HubSettings
@@ -73,6 +75,11 @@ def file_kind(path: str) -> str:
     return "other"
 
 
+def _is_f16(path: str) -> bool:
+    lower = path.lower()
+    return "f16" in lower and "bf16" not in lower
+
+
 @dataclass(frozen=True)
 class HubFile:
     """One file of a repo, with the SHA-256 the Hub publishes for LFS files."""
@@ -105,7 +112,28 @@ class RepoListing:
 
     @property
     def gguf_files(self) -> list[HubFile]:
-        return [f for f in self.files if f.kind == "gguf"]
+        """The model GGUFs (projectors are not models: see :meth:`projector_for`)."""
+        return [f for f in self.files if f.kind == "gguf" and not is_projector(Path(f.path))]
+
+    @property
+    def has_projector(self) -> bool:
+        """The repo ships a projector: its models read images."""
+        return any(is_projector(Path(f.path)) for f in self.files)
+
+    def projector_for(self, model: HubFile) -> HubFile | None:
+        """The projector (``mmproj*.gguf``) in ``model``'s folder of the repo: the model
+        reads images with it. Of several, the F16 one (what llama.cpp's docs use), else the
+        first by name."""
+        folder = str(Path(model.path).parent)
+        found = sorted(
+            (
+                f
+                for f in self.files
+                if is_projector(Path(f.path)) and str(Path(f.path).parent) == folder
+            ),
+            key=lambda f: (0 if _is_f16(f.path) else 1, f.path),
+        )
+        return found[0] if found else None
 
     @property
     def is_safetensors_source(self) -> bool:

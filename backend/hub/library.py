@@ -11,7 +11,7 @@ import json
 import logging
 import shutil
 import struct
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from math import prod
 from pathlib import Path
 from typing import Any, Literal
@@ -19,6 +19,7 @@ from typing import Any, Literal
 from backend.core.errors import ModelNotFoundError, QuantDeskError
 from backend.gguf_file.errors import GGUFFormatError
 from backend.gguf_file.gguf_header import read_gguf_header
+from backend.gguf_file.projector_file import is_projector, mmproj_beside
 from backend.gguf_file.split_gguf import SPLIT_NAME, split_part_names
 from backend.hub.download_manager import PARTIAL_DIR, SOURCE_FILE
 from backend.hub.errors import LibraryError
@@ -69,6 +70,7 @@ class LibraryEntry:
     repo_id: str | None
     removable: bool
     error: str | None = None
+    mmproj: str | None = None  # the projector beside it (mmproj*.gguf): it reads images
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -295,16 +297,18 @@ class ModelLibrary:
         """The entry of a GGUF file (the first part of a split one) or a safetensors folder."""
         if path.is_file() and path.suffix.lower() == ".gguf":
             match = SPLIT_NAME.match(path.name)
-            if match and int(match["index"]) != 1:
-                return None
+            if (match and int(match["index"]) != 1) or is_projector(path):
+                return None  # a later part, or a projector: part of its model's entry
             repo_id = self._repo_of(path)
-            return describe_gguf(
+            projector = mmproj_beside(path)
+            entry = describe_gguf(
                 path,
                 name=self._name(path),
                 source="download" if repo_id else "local",
                 repo_id=repo_id,
                 removable=True,
             )
+            return replace(entry, mmproj=projector.name) if projector else entry
         if path.is_dir() and (path / "config.json").is_file() and any(path.glob("*.safetensors")):
             return describe_safetensors(
                 path, name=self._name(path), repo_id=self._repo_of(path / "config.json")

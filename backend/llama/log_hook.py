@@ -108,3 +108,11 @@ def captured_llama_log(on_line: Callable[[str], None]) -> Iterator[None]:
         lines.flush()
         if ctypes.cast(previous_cb, ctypes.c_void_p).value != _C_CALLBACK_ADDRESS:
             llama_cpp.llama_log_set(previous_cb, previous_ud)
+
+
+def route_mtmd_log() -> None:
+    """libmtmd (a model's projector) logs through the same callback as llama.cpp."""
+    from llama_cpp import mtmd_cpp
+
+    mtmd_cpp.mtmd_log_set(_C_CALLBACK, ctypes.c_void_p(0))
+    mtmd_cpp.mtmd_helper_log_set(_C_CALLBACK, ctypes.c_void_p(0))

@@ -4,11 +4,13 @@ and the free memory of each device, less what the resident models already hold."
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from backend.core.units import human_bytes
 from backend.fit.fit_estimate import estimate_fit
 from backend.fit.memory_probe import AvailableMemory, with_remote
 from backend.gguf_file.gguf_header import read_gguf_header
+from backend.gguf_file.projector_file import projector_path
 from backend.settings import EngineSettings
 from backend.settings.default_model import resolve_model_path
 
@@ -40,7 +42,14 @@ def estimate_need(settings: EngineSettings, memory: AvailableMemory) -> MemoryNe
     if settings.model_draft:
         draft = read_gguf_header(resolve_model_path(settings.model_draft))
     memory = with_remote(memory, settings.rpc)
-    estimate = estimate_fit(header, settings, memory, draft=draft)
+    projector = projector_path(Path(settings.model), settings.mmproj, settings.no_mmproj)
+    estimate = estimate_fit(
+        header,
+        settings,
+        memory,
+        draft=draft,
+        projector=read_gguf_header(projector) if projector else None,
+    )
     remote_bytes = sum(g.needed_bytes for g in estimate.gpus if g.name.startswith("RPC"))
     return MemoryNeed(
         estimate.cpu_bytes + CHILD_OVERHEAD_BYTES, max(0, estimate.gpu_bytes - remote_bytes)

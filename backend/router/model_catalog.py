@@ -10,6 +10,7 @@ import logging
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from backend.gguf_file.projector_file import mmproj_beside
 from backend.hub.library import ModelLibrary, describe_gguf
 from backend.router.errors import UnknownModelError
 
@@ -39,6 +40,11 @@ class CatalogEntry:
     path: Path
     size_bytes: int
     architecture: str | None = None  # from the GGUF header (None: not read, or unreadable)
+    mmproj: str | None = None  # the projector beside it: the model reads images
+
+    def modalities(self) -> dict[str, bool]:
+        """What it reads besides text (``/props``' shape), as far as the files say."""
+        return {"vision": self.mmproj is not None, "audio": False}
 
     def names(self) -> set[str]:
         return {n.casefold() for n in (self.model_id, self.path.name, self.path.stem)}
@@ -70,7 +76,7 @@ class ModelCatalog:
                 path = Path(item.path)
                 if item.name not in entries and all(e.path != path for e in self._extra):
                     entries[item.name] = CatalogEntry(
-                        item.name, path, item.size_bytes, item.architecture
+                        item.name, path, item.size_bytes, item.architecture, item.mmproj
                     )
         self._entries = entries
 
@@ -120,4 +126,10 @@ def _described(entry: CatalogEntry) -> CatalogEntry:
     except OSError as exc:
         log.warning("cannot read %s: %s", entry.path, exc)
         return entry
-    return replace(entry, size_bytes=item.size_bytes, architecture=item.architecture)
+    projector = mmproj_beside(entry.path)
+    return replace(
+        entry,
+        size_bytes=item.size_bytes,
+        architecture=item.architecture,
+        mmproj=projector.name if projector else None,
+    )

@@ -17,9 +17,12 @@ from typing import Any
 from fastapi import Request
 
 from backend.engine.engine import Engine
+from backend.engine.media.image_decode import DecodedImage
+from backend.engine.media.media_span import MediaSpan
 from backend.engine.request_types import SamplingParams
 from backend.server.errors import ApiError
 from backend.server.generation import max_tokens_for, sampling_params, seeded_samplings
+from backend.server.media_parts import MediaCollector, content_text, has_images
 from backend.server.reasoning import OPEN as THINK_OPEN
 from backend.server.reasoning import ReasoningSplit, opens_thinking, reasoning_split
 from backend.server.schemas import ChatCompletionRequest
@@ -56,6 +59,7 @@ class PreparedChat:
     reasoning_format: ReasoningFormat = "auto"
     thinking_open: bool = False
     one_call: bool = False  # parallel_tool_calls false: one tool call at most
+    media: list[MediaSpan] = dataclasses.field(default_factory=list)  # the prompt's images
 
     def engine_stop(self) -> list[str]:
         """The engine's stop strings: the client's, and with ``one_call`` a call's closing
@@ -77,6 +81,7 @@ class TemplateInputs:
     tools: list[dict[str, Any]] | None  # those the request declared (tool_choice none: none)
     template_tools: list[dict[str, Any]] | None  # those passed to the template
     continue_final_message: bool
+    images: list[DecodedImage] = dataclasses.field(default_factory=list)  # in marker order
 
     def render_kwargs(self) -> dict[str, Any]:
         return {
@@ -87,20 +92,26 @@ class TemplateInputs:
 
 
 def template_inputs(body: ChatCompletionRequest, engine: Engine) -> TemplateInputs:
-    """The messages and tools of ``body`` as the chat template takes them; 400 for content
-    parts this text-only server cannot take (images, audio, files)."""
+    """The messages and tools of ``body`` as the chat template takes them, each image
+    decoded and a media marker in its place; 400 for content parts the model cannot take
+    (images without a projector, audio, files)."""
     tools = body.tools if body.tools and body.tool_choice != "none" else None
     messages: list[dict[str, Any]] = []
+    media = MediaCollector(engine.settings.media_limits())
     for i, m in enumerate(body.messages):
-        if unsupported := m.non_text_parts():
+        msg = m.model_dump(exclude_none=True)
+        if has_images(m.content) and engine.accepts_images:
+            assert isinstance(m.content, list)
+            msg["content"] = content_text(m.content, media, f"messages[{i}]")
+        elif unsupported := m.non_text_parts():
             raise ApiError(
                 400,
                 f"messages[{i}] has content parts of type {', '.join(sorted(set(unsupported)))}; "
                 f"{engine.model_id} takes text only",
                 param="messages",
             )
-        msg = m.model_dump(exclude_none=True)
-        msg["content"] = m.text()
+        else:
+            msg["content"] = m.text()
         if msg["role"] == "developer":  # OpenAI's newer name; chat templates know "system"
             msg["role"] = "system"
         messages.append(msg)
@@ -111,6 +122,7 @@ def template_inputs(body: ChatCompletionRequest, engine: Engine) -> TemplateInpu
         tools,
         tools if knows_tools else None,
         body.continues_final_message(),  # the request schema checked it is possible
+        media.images,
     )
 
 
@@ -133,7 +145,14 @@ def prepare_chat(body: ChatCompletionRequest, engine: Engine, request: Request) 
     inputs = template_inputs(body, engine)
     tools = inputs.tools
     forced = forced_function(body.tool_choice, tools) if tools else None
-    tokens = engine.render_chat(inputs.messages, **inputs.render_kwargs())
+    media: list[MediaSpan] = []
+    if inputs.images:
+        prompt = engine.render_chat_with_media(
+            inputs.messages, inputs.images, **inputs.render_kwargs()
+        )
+        tokens, media = prompt.tokens, prompt.spans
+    else:
+        tokens = engine.render_chat(inputs.messages, **inputs.render_kwargs())
     mode: ReasoningFormat = (
         body.reasoning_format or request.app.state.server_settings.reasoning_format
     )
@@ -163,4 +182,5 @@ def prepare_chat(body: ChatCompletionRequest, engine: Engine, request: Request) 
         mode,
         thinking_open,
         body.parallel_tool_calls is False,
+        media,
     )

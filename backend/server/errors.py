@@ -17,6 +17,7 @@ from backend.engine.errors import (
     InvalidRequestError,
     QueueFullError,
 )
+from backend.engine.media.media_errors import MediaError
 from backend.server.anthropic import errors as anthropic_errors
 
 log = logging.getLogger(__name__)
@@ -79,6 +80,9 @@ def to_api_error(exc: Exception) -> ApiError:
         return exc
     if isinstance(exc, ContextOverflowError):
         return ApiError(400, str(exc), param=exc.param, code="context_length_exceeded")
+    if isinstance(exc, MediaError):
+        code = "image_too_large" if exc.status == 413 else "invalid_image"
+        return ApiError(exc.status, str(exc), param=exc.param, code=code)
     if isinstance(exc, InvalidRequestError):
         return ApiError(400, str(exc), param=exc.param, code="invalid_value")
     if isinstance(exc, QueueFullError):

@@ -14,6 +14,7 @@ from typing import Any, ParamSpec, TypeVar
 from fastapi import Request
 
 from backend.engine.engine import Engine
+from backend.engine.media.media_span import MediaSpan
 from backend.engine.request_types import (
     EngineEvent,
     ErrorEvent,
@@ -217,10 +218,16 @@ class ChoiceStreams:
         self._open: set[int] = set()
 
     async def start(
-        self, tokens: list[int], max_tokens: int, samplings: list[SamplingParams], stop: list[str]
+        self,
+        tokens: list[int],
+        max_tokens: int,
+        samplings: list[SamplingParams],
+        stop: list[str],
+        media: list[MediaSpan] | None = None,
     ) -> None:
-        """One prompt, ``len(samplings)`` sequences: see :meth:`start_batch`."""
-        await self.start_batch([(tokens, max_tokens)], samplings, stop)
+        """One prompt (with its images), ``len(samplings)`` sequences: see
+        :meth:`start_batch`."""
+        await self.start_batch([(tokens, max_tokens)], samplings, stop, media=media)
 
     async def start_batch(
         self,
@@ -228,11 +235,12 @@ class ChoiceStreams:
         samplings: list[SamplingParams],
         stop: list[str],
         prompt_logprobs: int | None = None,
+        media: list[MediaSpan] | None = None,
     ) -> None:
         """:meth:`submit` from a worker thread (a grammar sampler can take a while to build).
         Sequences submitted after the caller was cancelled are cancelled at once."""
         job = asyncio.ensure_future(
-            off_loop(self.submit, prompts, samplings, stop, prompt_logprobs)
+            off_loop(self.submit, prompts, samplings, stop, prompt_logprobs, media)
         )
         try:
             await asyncio.shield(job)
@@ -251,9 +259,11 @@ class ChoiceStreams:
         samplings: list[SamplingParams],
         stop: list[str],
         prompt_logprobs: int | None = None,
+        media: list[MediaSpan] | None = None,
     ) -> None:
         """Each (prompt tokens, max_tokens) with every sampling: sequence ``p * len(samplings)
-        + k`` is prompt p with sampling k (OpenAI's choice order for a batch of prompts)."""
+        + k`` is prompt p with sampling k (OpenAI's choice order for a batch of prompts).
+        ``media``: the images of a single prompt."""
         try:
             for p, (tokens, max_tokens) in enumerate(prompts):
                 for k, sampling in enumerate(samplings):
@@ -265,6 +275,7 @@ class ChoiceStreams:
                         sink=self._sink(index),
                         stop=stop,
                         prompt_logprobs=prompt_logprobs,
+                        media=media,
                     )
                     self._requests.append(req.request_id)
                     self._open.add(index)

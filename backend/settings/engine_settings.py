@@ -13,6 +13,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from backend.settings.media_settings import MediaKnobs
+
 CacheType = Literal["f32", "f16", "bf16", "q8_0", "q5_1", "q5_0", "q4_1", "q4_0", "iq4_nl"]
 FlashAttn = Literal["auto", "on", "off"]
 SplitMode = Literal["none", "layer", "row"]
@@ -334,7 +336,7 @@ class SpeculativeKnobs(BaseModel):
         return names
 
 
-class EngineSettings(BaseSettings, SpeculativeKnobs, ServingKnobs):
+class EngineSettings(BaseSettings, SpeculativeKnobs, ServingKnobs, MediaKnobs):
     """How the model is loaded and how the scheduler runs it."""
 
     model_config = SettingsConfigDict(env_prefix="QUANTDESK_", extra="ignore")

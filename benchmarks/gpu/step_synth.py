@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.gpu.kit_env import KitPaths, emit
+from benchmarks.sp_tokenizer import train_sentencepiece
 
 log = logging.getLogger("gpu-kit.synth")
 
@@ -73,28 +74,14 @@ def corpus_text(limit_chars: int = 2_000_000) -> str:
 
 
 def train_tokenizer(folder: Path, pieces: int) -> None:
-    import sentencepiece as spm
-
-    corpus = folder / "corpus.txt"
-    corpus.write_text(corpus_text(), encoding="utf-8")
-    spm.SentencePieceTrainer.train(
-        input=str(corpus),
-        model_prefix=str(folder / "tokenizer"),
-        vocab_size=pieces,
-        model_type="bpe",
-        character_coverage=1.0,
-        bos_id=1,
-        eos_id=2,
-        unk_id=0,
-        pad_id=-1,
-        byte_fallback=True,
+    train_sentencepiece(
+        folder,
+        pieces,
+        corpus_text(),
         hard_vocab_limit=False,
         input_sentence_size=200_000,
         shuffle_input_sentence=True,
-        minloglevel=2,
     )
-    corpus.unlink()
-    (folder / "tokenizer.vocab").unlink(missing_ok=True)
     (folder / "tokenizer_config.json").write_text(
         json.dumps(
             {

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from app.page_models.chat_session import (
     ChatSession,
     request_params,
@@ -128,3 +130,37 @@ def test_the_banner_and_model_name_follow_the_server() -> None:
     assert served_label("running", ServerKnobs(model="/m/My-Q4.gguf")) == "● My-Q4.gguf"
     assert served_label("starting", None) == ""
     assert served_label("crashed", None) is None  # the name stays
+
+
+def test_images_go_with_their_message_are_saved_and_survive_edit_and_regenerate(
+    tmp_path: Path,
+) -> None:
+    from app.page_models.chat_images import AttachError, chat_image
+    from tests.media.image_files import picture
+
+    session = _session(tmp_path, system_prompt="")
+    png = chat_image(picture("red-square"), "red.png")
+    assert png.mime == "image/png"
+    with pytest.raises(AttachError, match="not a PNG"):
+        chat_image(b"%PDF-1.7", "doc.pdf")
+    session.attached.append(png)
+    session.add_user_message("What is this?")
+    assert session.attached == []  # the composer's attachments went with the message
+    payload = session.start_reply()
+    assert payload["messages"] == [
+        {
+            "role": "user",
+            "content": [
+                {"type": "image_url", "image_url": {"url": png.data_url()}},
+                {"type": "text", "text": "What is this?"},
+            ],
+        }
+    ]
+    session.finish_reply({"tokens": 1})
+    assert session.store.load(session.conversation.id).messages[0].images == [png]
+    assert session.drop_reply() == 1  # regenerate: the message and its image stay
+    assert session.messages[0].images == [png]
+    assert session.begin_edit(0) == "What is this?"
+    assert session.attached == [png]  # editing puts the image back in the composer
+    session.add_user_message("And now?")
+    assert session.messages[-1].images == [png] and session.attached == []

@@ -21,6 +21,7 @@ from app.storage.chat_store import ChatStore
 from app.workers.server_process import ServerState
 from backend.core.units import human_bytes
 from backend.engine.stats_model import StatsSnapshot
+from tests.media.image_files import picture
 
 START_TIMEOUT_MS = 180_000
 REPLY_TIMEOUT_MS = 120_000
@@ -104,6 +105,10 @@ def test_serve_chat_watch_crash_restart(window: MainWindow, qtbot: QtBot) -> Non
     assert cpu_line.startswith(f"CPU path: {path}") and path in ("AMX", "repack", "plain")
     saved = ChatStore().list()
     assert len(saved) == 1 and saved[0].messages[-1].content == reply.content
+    # a text-only model says so as soon as an image is attached, and nothing is attached
+    chat.attachments.attach(picture("red-square"), "red.png")
+    assert chat.session.attached == [] and not chat.attachments.strip.isVisible()
+    assert "cannot read images" in chat.banner.label.text()
 
     # -- edit-and-resend replaces the message and the reply after it ------------------------
     window.show_page("chat")

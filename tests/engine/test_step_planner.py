@@ -72,10 +72,23 @@ def test_per_slot_long_chunks_get_a_call_of_their_own() -> None:
     assert split.calls == [[(gen, 1), (short, FA_TILE // 4)], [(long, 2 * FA_TILE)]]
 
 
-def test_per_slot_calls_list_their_slots_in_order() -> None:
-    seqs = [seq_at(k, FA_TILE) for k in (3, 0, 2, 1)]
+def test_per_slot_the_shared_call_lists_its_slots_in_order() -> None:
+    seqs = [seq_at(k, 20, generated=1) for k in (3, 0, 2, 1)]
     plan = plan_step(seqs, n_batch=512, per_slot=True)
     assert [[s.seq_id for s, _ in call] for call in plan.calls] == [[0, 1, 2, 3]]
+
+
+def test_per_slot_each_long_chunk_is_its_own_call_shortest_first() -> None:
+    # four later turns: each prompt's first token comes after its own call, not the step's
+    seqs = [seq_at(k, FA_TILE + n) for k, n in ((0, 30), (1, 10), (2, 20), (3, 0))]
+    plan = plan_step(seqs, n_batch=512, per_slot=True)
+    assert [[(s.seq_id, n) for s, n in call] for call in plan.calls] == [
+        [(3, FA_TILE)],
+        [(1, FA_TILE + 10)],
+        [(2, FA_TILE + 20)],
+        [(0, FA_TILE + 30)],
+    ]
+    assert plan_step(seqs, n_batch=512, per_slot=False).n_tokens == plan.n_tokens
 
 
 def test_per_slot_leftover_budget_does_not_start_a_short_chunk() -> None:

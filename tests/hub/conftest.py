@@ -20,6 +20,8 @@ PRIVATE_REPO = "private-org/Private-Model-GGUF"
 CORRUPT_REPO = "test-org/Corrupt-GGUF"
 SPLIT_REPO = "test-org/Split-GGUF"
 SPLIT_FILES = [f"big-Q8_0-{i:05d}-of-00003.gguf" for i in (1, 2, 3)]
+VISION_REPO = "test-org/Tiny-Vision-GGUF"
+VISION_FILES = ["vision-Q4_1.gguf", "mmproj-vision-Q8_0.gguf", "mmproj-vision-f16.gguf"]
 GRANTED_TOKEN = "hf_granted_token"
 
 
@@ -136,6 +138,17 @@ def hub_server(smollm2_path: Path, tiny_safetensors: tuple[Path, int]) -> Iterat
             SPLIT_REPO,
             [StandInFile(name, data=f"part {name}".encode() * 5000) for name in SPLIT_FILES],
             tags=["gguf"],
+            library_name="gguf",
+        )
+    )
+    hub.add(
+        StandInRepo(
+            VISION_REPO,
+            [
+                StandInFile(VISION_FILES[0], source=smollm2_path),
+                *(StandInFile(n, data=f"projector {n}".encode() * 100) for n in VISION_FILES[1:]),
+            ],
+            tags=["gguf", "image-text-to-text"],
             library_name="gguf",
         )
     )

@@ -421,3 +421,36 @@ def test_a_draft_model_is_counted_with_its_own_offload(smollm2_path: Path) -> No
     assert crowded.verdict == "wont_fit" and crowded.suggested_n_ctx is not None
     smaller = settings.model_copy(update={"ctx_size": crowded.suggested_n_ctx})
     assert estimate_fit(header, smaller, ram, draft=header).verdict == "fits"
+
+
+def test_a_projector_counts_its_weights_and_one_images_encoder_working_set(
+    smollm2_path: Path, tmp_path: Path
+) -> None:
+    """--mmproj adds the projector's tensors and the estimated working set of encoding one
+    image (activations and, without flash attention, every head's patch-by-patch scores)."""
+    from backend.fit.projector_need import projector_needs
+    from tests.hub.gguf_writer import U64, write_gguf
+
+    meta = {
+        "general.architecture": "clip",
+        "clip.vision.image_size": U64(224),
+        "clip.vision.patch_size": U64(14),
+        "clip.vision.embedding_length": U64(64),
+        "clip.vision.feed_forward_length": U64(128),
+        "clip.vision.attention.head_count": U64(2),
+    }
+    path = write_gguf(
+        tmp_path / "mmproj.gguf", meta, {"v.patch_embd.weight": ([14, 14, 3, 64], "f16")}
+    )
+    projector = read_gguf_header(path)
+    weights, compute = projector_needs(projector)
+    patches = (224 // 14) ** 2
+    assert weights == 14 * 14 * 3 * 64 * 2
+    assert compute == 4 * patches * (4 * 64 + 128 + 2 * patches)
+    header = read_gguf_header(smollm2_path)
+    settings = EngineSettings(ctx_size=4096, cache_ram=0)
+    text = estimate_fit(header, settings)
+    vision = estimate_fit(header, settings, projector=projector)
+    assert vision.projector_bytes == weights + compute
+    assert vision.total_bytes == text.total_bytes + weights + compute
+    assert vision.cpu_bytes == text.cpu_bytes + weights + compute  # no GPU: all in RAM

@@ -15,7 +15,7 @@ from backend.gguf_file.gguf_header import read_gguf_header
 from backend.hub.download_manager import pull
 from backend.hub.errors import LibraryError
 from backend.hub.library import ModelLibrary
-from tests.hub.conftest import GGUF_FILE, GGUF_REPO, ST_REPO
+from tests.hub.conftest import GGUF_FILE, GGUF_REPO, ST_REPO, VISION_REPO
 from tests.hub.gguf_writer import U64, tiny_gemma2, tiny_llama, write_gguf
 from tests.hub.hub_stand_in import HubStandIn
 
@@ -285,3 +285,18 @@ def test_fit_of_a_crafted_or_cut_file_is_one_line_and_a_failure(
             assert "verdict" not in captured.out
             assert captured.err.startswith("quantdesk: error: "), (name, captured.err)
             assert captured.err.count("\n") == 1, (name, captured.err)
+
+
+def test_a_vision_model_comes_with_its_projector_and_is_one_library_entry(
+    hub: HubStandIn, isolated_home: Path
+) -> None:
+    """Pulling a repo that ships mmproj files brings the F16 projector with the model; the
+    library lists the model once, with the projector it reads images with."""
+    paths = pull(VISION_REPO)
+    assert [p.name for p in paths] == ["vision-Q4_1.gguf", "mmproj-vision-f16.gguf"]
+    entries = [e for e in ModelLibrary().entries() if e.repo_id == VISION_REPO]
+    assert [(Path(e.path).name, e.mmproj) for e in entries] == [
+        ("vision-Q4_1.gguf", "mmproj-vision-f16.gguf")
+    ]
+    # naming the model file alone brings the projector too
+    assert [p.name for p in pull(VISION_REPO, ["vision-Q4_1.gguf"])] == [p.name for p in paths]

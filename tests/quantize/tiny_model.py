@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from benchmarks.sp_tokenizer import train_sentencepiece
+
 CORPUS_LINES = [
     "The invoice was sent to the customer on Monday morning.",
     "Please confirm the delivery address before we ship the order.",
@@ -23,35 +25,13 @@ CORPUS_LINES = [
 ]
 
 
-def _train_tokenizer(folder: Path, vocab_size: int) -> None:
-    import sentencepiece as spm
-
-    corpus = folder / "corpus.txt"
-    corpus.write_text("\n".join(CORPUS_LINES * 20) + "\n", encoding="utf-8")
-    spm.SentencePieceTrainer.train(
-        input=str(corpus),
-        model_prefix=str(folder / "tokenizer"),
-        vocab_size=vocab_size,
-        model_type="bpe",
-        character_coverage=1.0,
-        bos_id=1,
-        eos_id=2,
-        unk_id=0,
-        pad_id=-1,
-        byte_fallback=True,
-        minloglevel=2,
-    )
-    corpus.unlink()
-    (folder / "tokenizer.vocab").unlink(missing_ok=True)
-
-
 def build_tiny_llama(folder: Path, *, vocab_size: int = 512, seed: int = 0) -> Path:
     """Write config.json, model.safetensors and tokenizer files into ``folder``."""
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
     folder.mkdir(parents=True, exist_ok=True)
-    _train_tokenizer(folder, vocab_size)
+    train_sentencepiece(folder, vocab_size, "\n".join(CORPUS_LINES * 20) + "\n")
     torch.manual_seed(seed)
     config = LlamaConfig(
         vocab_size=vocab_size,

@@ -269,6 +269,10 @@ def test_error_shapes(live_server: LiveServer) -> None:
                     }
                 ]
             },
+            "input",  # a text-only model: its image is refused as chat refuses it
+        ),
+        (
+            {"input": [{"role": "user", "content": [{"type": "input_file", "file_id": "f_1"}]}]},
             "input[0].content",
         ),
         ({"input": "Hi", "tool_choice": {"type": "file_search"}}, "tool_choice"),

@@ -23,6 +23,7 @@ from backend.server.anthropic.schemas import (
     ToolUseBlock,
 )
 from backend.server.errors import ApiError
+from backend.server.media_parts import image_part
 from backend.server.schemas import ChatCompletionRequest
 
 log = logging.getLogger(__name__)
@@ -69,10 +70,21 @@ def system_text(system: str | list[TextBlock] | None, keep_billing_header: bool 
     return "\n".join(t for t in parts if t)
 
 
+def _image(block: ImageBlock, where: str) -> dict[str, Any]:
+    """Chat's ``image_url`` part for an image block (a ``url`` source is refused later,
+    as chat refuses remote URLs)."""
+    source = block.source or {}
+    if source.get("type") == "base64":
+        return image_part(str(source.get("media_type", "")), str(source.get("data", "")))
+    if source.get("type") == "url":
+        return {"type": "image_url", "image_url": {"url": str(source.get("url", ""))}}
+    raise ApiError(400, f"{where}: an image source is base64 or url", param=where)
+
+
 def _text_parts(
-    message: Message, where: str, model_id: str
+    message: Message, where: str, model_id: str, sees_images: bool
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
-    """A message's (text parts, tool calls, tool results) in chat's shapes."""
+    """A message's (text and image parts, tool calls, tool results) in chat's shapes."""
     if isinstance(message.content, str):
         return [{"type": "text", "text": message.content}], [], []
     texts: list[dict[str, Any]] = []
@@ -82,6 +94,8 @@ def _text_parts(
         at = f"{where}.content[{j}]"
         if isinstance(block, TextBlock):
             texts.append({"type": "text", "text": block.text})
+        elif isinstance(block, ImageBlock) and sees_images:
+            texts.append(_image(block, at))
         elif isinstance(block, ImageBlock | DocumentBlock):
             raise _cannot_see(at, block.type, model_id)
         elif isinstance(block, ThinkingBlock):
@@ -103,27 +117,41 @@ def _text_parts(
                 {
                     "role": "tool",
                     "tool_call_id": block.tool_use_id,
-                    "content": _tool_result_text(block, at, model_id),
+                    "content": _tool_result_content(block, at, model_id, sees_images),
                 }
             )
     return texts, calls, results
 
 
-def _tool_result_text(block: ToolResultBlock, where: str, model_id: str) -> str:
+def _tool_result_content(
+    block: ToolResultBlock, where: str, model_id: str, sees_images: bool
+) -> str | list[dict[str, Any]]:
+    """A tool result as a tool message's content: text, or parts when it holds images (a
+    screenshot tool's)."""
     if block.content is None or isinstance(block.content, str):
         text = block.content or ""
-    else:
-        pieces = []
-        for k, part in enumerate(block.content):
-            if not isinstance(part, TextBlock):
-                raise _cannot_see(f"{where}.content[{k}]", part.type, model_id)
-            pieces.append(part.text)
-        text = "\n".join(pieces)
-    return TOOL_ERROR_PREFIX + text if block.is_error else text
+        return TOOL_ERROR_PREFIX + text if block.is_error else text
+    parts: list[dict[str, Any]] = []
+    for k, part in enumerate(block.content):
+        if isinstance(part, TextBlock):
+            parts.append({"type": "text", "text": part.text})
+        elif isinstance(part, ImageBlock) and sees_images:
+            parts.append(_image(part, f"{where}.content[{k}]"))
+        else:
+            raise _cannot_see(f"{where}.content[{k}]", part.type, model_id)
+    if all(p["type"] == "text" for p in parts):
+        text = "\n".join(p["text"] for p in parts)
+        return TOOL_ERROR_PREFIX + text if block.is_error else text
+    if block.is_error:
+        parts.insert(0, {"type": "text", "text": TOOL_ERROR_PREFIX.rstrip()})
+    return parts
 
 
 def chat_messages(
-    body: CountTokensRequest, model_id: str, keep_billing_header: bool = False
+    body: CountTokensRequest,
+    model_id: str,
+    keep_billing_header: bool = False,
+    sees_images: bool = False,
 ) -> list[dict[str, Any]]:
     """Chat messages for ``body``: one system message first (the top-level ``system`` and any
     system-role messages, in order: chat templates take a system message only first), then
@@ -132,7 +160,7 @@ def chat_messages(
     turns: list[dict[str, Any]] = []
     for i, message in enumerate(body.messages):
         where = f"messages[{i}]"
-        texts, calls, results = _text_parts(message, where, model_id)
+        texts, calls, results = _text_parts(message, where, model_id, sees_images)
         if message.role == "system":
             system.append("\n".join(t["text"] for t in texts))
             continue
@@ -185,12 +213,16 @@ def _one_call(choice: ToolChoice | None) -> bool:
 
 
 def to_chat_request(
-    body: CountTokensRequest, model_id: str, keep_billing_header: bool = False
+    body: CountTokensRequest,
+    model_id: str,
+    keep_billing_header: bool = False,
+    sees_images: bool = False,
 ) -> ChatCompletionRequest:
-    """The chat request that ``body`` asks for; ``model_id`` names the model in errors."""
+    """The chat request that ``body`` asks for; ``model_id`` names the model in errors,
+    ``sees_images``: it has a projector (else an image block is a 400)."""
     chat: dict[str, Any] = {
         "model": body.model,
-        "messages": chat_messages(body, model_id, keep_billing_header),
+        "messages": chat_messages(body, model_id, keep_billing_header, sees_images),
         "tools": chat_tools(body),
         "tool_choice": chat_tool_choice(body.tool_choice),
         "parallel_tool_calls": False if _one_call(body.tool_choice) else None,

@@ -15,11 +15,12 @@ class _Item(BaseModel):
 
 class ContentPart(_Item):
     """A part of a message: ``input_text`` (``output_text`` in an assistant's own turn
-    sent back); other types (``input_image``, ``input_file``) are refused later."""
+    sent back), ``input_image``; other types (``input_file``) are refused later."""
 
     type: str
     text: str | None = None
     refusal: str | None = None
+    image_url: str | None = None  # input_image: a data: URL
 
 
 class MessageItem(_Item):

@@ -23,6 +23,7 @@ from backend.server.schemas import ChatCompletionRequest, SamplingFields
 log = logging.getLogger(__name__)
 
 TEXT_PARTS = frozenset({"input_text", "output_text", "text"})
+_OTHER_PARTS = frozenset({"refusal", "input_image"})
 
 # Chat's names for the fields a Responses client knows by other names (in error answers)
 RESPONSES_PARAMS = {
@@ -142,7 +143,11 @@ def _leading_system_merged(messages: list[dict[str, Any]]) -> list[dict[str, Any
     """``instructions`` and the system/developer messages right after it as one system
     message: many chat templates take a single one, first (Codex sends both)."""
     n = 0
-    while n < len(messages) and messages[n]["role"] == "system":
+    while (
+        n < len(messages)
+        and messages[n]["role"] == "system"
+        and not isinstance(messages[n]["content"], list)  # one with an image stays apart
+    ):
         n += 1
     if n < 2:
         return messages
@@ -150,19 +155,30 @@ def _leading_system_merged(messages: list[dict[str, Any]]) -> list[dict[str, Any
     return [{"role": "system", "content": text}, *messages[n:]]
 
 
-def _text(content: str | list[ContentPart], param: str) -> str:
-    """Text parts joined by newlines (as chat joins its text parts); other parts: 400."""
+def _text(content: str | list[ContentPart], param: str) -> str | list[dict[str, Any]]:
+    """Text parts joined by newlines (as chat joins its text parts), or, with images, chat's
+    parts (``input_image`` as ``image_url``); other parts: 400."""
     if isinstance(content, str):
         return content
-    other = sorted({p.type for p in content if p.type not in TEXT_PARTS and p.type != "refusal"})
+    other = sorted(
+        {p.type for p in content if p.type not in TEXT_PARTS and p.type not in _OTHER_PARTS}
+    )
     if other:
         raise ApiError(
             400,
-            f"{param} has parts of type {', '.join(other)}; this server takes text only "
-            "(input_text parts)",
+            f"{param} has parts of type {', '.join(other)}; this server takes text and images "
+            "(input_text and input_image parts)",
             param=param,
         )
-    return "\n".join((p.refusal if p.type == "refusal" else p.text) or "" for p in content)
+    texts = [(p.refusal if p.type == "refusal" else p.text) or "" for p in content]
+    if all(p.type != "input_image" for p in content):
+        return "\n".join(texts)
+    return [
+        {"type": "image_url", "image_url": {"url": p.image_url or ""}}
+        if p.type == "input_image"
+        else {"type": "text", "text": text}
+        for p, text in zip(content, texts, strict=True)
+    ]
 
 
 def chat_tools(tools: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:

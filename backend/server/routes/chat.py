@@ -58,7 +58,9 @@ async def chat_completions(body: ChatCompletionRequest, request: Request) -> Any
     prep = await off_loop(prepare_chat, body, engine, request)
     # a streamed response notices a disconnect itself; a non-streamed one is watched
     streams = ChoiceStreams(engine, None if body.stream else request)
-    await streams.start(prep.tokens, prep.max_tokens, prep.samplings, prep.engine_stop())
+    await streams.start(
+        prep.tokens, prep.max_tokens, prep.samplings, prep.engine_stop(), prep.media
+    )
     cid = new_id("chatcmpl")
     created = now()
     if body.stream:

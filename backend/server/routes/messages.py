@@ -38,7 +38,7 @@ def _prepare(body: CountTokensRequest, engine: Engine, request: Request) -> Prep
     is answered in the words Anthropic uses ("prompt is too long"), which Claude Code reads
     as the sign to compact the conversation."""
     keep_header: bool = request.app.state.server_settings.keep_billing_header
-    chat = to_chat_request(body, engine.model_id, keep_header)
+    chat = to_chat_request(body, engine.model_id, keep_header, engine.accepts_images)
     try:
         return prepare_chat(chat, engine, request)
     except ContextOverflowError as exc:
@@ -66,7 +66,9 @@ async def messages(body: MessagesRequest, request: Request) -> Any:
             sampling.logprobs = 0
     # a streamed response notices a disconnect itself; a non-streamed one is watched
     streams = ChoiceStreams(engine, None if body.stream else request)
-    await streams.start(prep.tokens, prep.max_tokens, prep.samplings, prep.engine_stop())
+    await streams.start(
+        prep.tokens, prep.max_tokens, prep.samplings, prep.engine_stop(), prep.media
+    )
     one_call = body.tool_choice is not None and body.tool_choice.disable_parallel_tool_use is True
     blocks = ContentBlocks(
         prep.tool_names if prep.with_tools else None, one_call, prep.reasoning_split()

@@ -26,6 +26,8 @@ def model_card(request: Request) -> dict[str, Any]:
             "n_ctx_train": engine.runtime.info.n_ctx_train,
             "n_params": engine.runtime.info.n_params,
             "size": engine.runtime.info.size_bytes,
+            "modalities": engine.modalities(),
+            "mmproj": engine.projector.path.name if engine.projector else None,
         },
     }
 

@@ -77,7 +77,7 @@ async def props(request: Request) -> dict[str, Any]:
         "total_slots": engine.settings.parallel,
         "model_alias": engine.model_id,
         "model_path": engine.model_path.name,
-        "modalities": {"vision": False, "audio": False},
+        "modalities": engine.modalities(),
         "endpoint_slots": True,
         "endpoint_props": True,
         "endpoint_metrics": True,

@@ -70,7 +70,9 @@ async def create_response(body: ResponsesRequest, request: Request) -> Any:
     translation = translate(body, history)
     prep = await off_loop(_prepare, translation, engine, request)
     streams = ChoiceStreams(engine, None if body.stream else request)
-    await streams.start(prep.tokens, prep.max_tokens, prep.samplings[:1], prep.engine_stop())
+    await streams.start(
+        prep.tokens, prep.max_tokens, prep.samplings[:1], prep.engine_stop(), prep.media
+    )
     response = base_response(body, new_item_id("resp"), now(), engine.model_id)
     writer = ResponseEventWriter(
         response,

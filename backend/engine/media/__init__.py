@@ -1,0 +1,1 @@
+"""Images (and audio) in: decoding client media, the projector (libmtmd), media spans."""

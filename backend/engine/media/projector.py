@@ -1,0 +1,190 @@
+"""A model's multimodal projector (``--mmproj``), through libmtmd.
+
+It turns a rendered prompt, with a media marker where each image goes, into the prompt's
+tokens and one :class:`MediaSpan` per image: libmtmd tokenises the text around the markers
+(adding the model's own image delimiters) and its vision encoder turns each image into
+embeddings, copied out at once. Encoding runs on the request's thread, before the request
+reaches the scheduler, so a long encode never holds up another stream's step; one encode
+runs at a time (libmtmd keeps one output buffer). Recently encoded images are kept by
+content hash: an agent that sends the same screenshot again encodes it once.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import llama_cpp
+import numpy as np
+from llama_cpp import mtmd_cpp as mtmd
+
+from backend.engine.errors import ModelLoadError
+from backend.engine.media.image_decode import DecodedImage
+from backend.engine.media.media_errors import MediaError
+from backend.engine.media.media_span import MediaSpan, placeholder_ids
+from backend.engine.stats_model import MediaStats
+from backend.llama.log_hook import route_mtmd_log
+
+log = logging.getLogger(__name__)
+
+MARKER = "<__media__>"
+_KEPT_EMBD_BYTES = 64 * 1024 * 1024
+
+
+@dataclass
+class MediaPrompt:
+    """A prompt's tokens (an image's positions hold placeholder ids) and its images."""
+
+    tokens: list[int]
+    spans: list[MediaSpan]
+    encode_s: float = 0.0
+
+
+class EncodeCancelled(Exception):
+    """The request went away before its images were encoded."""
+
+
+class Projector:
+    """One mmproj GGUF bound to a loaded text model. Thread-safe."""
+
+    def __init__(self, path: Path, model: object, *, n_threads: int, use_gpu: bool) -> None:
+        route_mtmd_log()
+        params = mtmd.mtmd_context_params_default()
+        params.use_gpu = use_gpu
+        params.n_threads = n_threads
+        params.print_timings = False
+        params.warmup = True
+        params.media_marker = MARKER.encode()
+        ctx = mtmd.mtmd_init_from_file(str(path).encode(), model, params)
+        if not ctx:
+            raise ModelLoadError(
+                f"libmtmd could not load the projector {path} (not an mmproj GGUF, or not "
+                "made for this model?)"
+            )
+        self.path = path
+        self.ctx = ctx
+        self.vision = bool(mtmd.mtmd_support_vision(ctx))
+        self.audio = bool(mtmd.mtmd_support_audio(ctx))
+        self.mrope = bool(mtmd.mtmd_decode_use_mrope(ctx))
+        self.n_embd = int(llama_cpp.llama_model_n_embd_inp(model))
+        self._lock = threading.Lock()
+        self._kept: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._kept_bytes = 0
+        self.encoded = self.reused = 0
+        self.encode_s = 0.0
+        log.info(
+            "projector %s: vision %s, audio %s",
+            path.name,
+            "yes" if self.vision else "no",
+            "yes" if self.audio else "no",
+        )
+
+    def stats(self) -> MediaStats:
+        with self._lock:
+            avg = 1000.0 * self.encode_s / self.encoded if self.encoded else 0.0
+            return MediaStats(
+                images_encoded=self.encoded, images_reused=self.reused, encode_ms_avg=avg
+            )
+
+    def close(self) -> None:
+        if self.ctx:
+            mtmd.mtmd_free(self.ctx)
+            self.ctx = None
+
+    def tokenize(
+        self,
+        text: str,
+        images: list[DecodedImage],
+        *,
+        add_special: bool,
+        cancelled: Callable[[], bool] = lambda: False,
+    ) -> MediaPrompt:
+        """Tokenise ``text`` (one :data:`MARKER` per image, in order) and encode the
+        images. MediaError when libmtmd refuses them; EncodeCancelled when ``cancelled``
+        turns true between two images."""
+        if images and not self.vision:
+            raise MediaError(f"the projector {self.path.name} takes no images", param="messages")
+        bitmaps = (mtmd.mtmd_bitmap_p_ctypes * max(len(images), 1))()
+        made: list[object] = []
+        chunks = mtmd.mtmd_input_chunks_init()
+        try:
+            for i, image in enumerate(images):
+                pixels = (ctypes.c_uint8 * len(image.rgb)).from_buffer_copy(image.rgb)
+                bitmap = mtmd.mtmd_bitmap_init(image.width, image.height, pixels)
+                if not bitmap:
+                    raise MediaError(f"image {i}: libmtmd could not take it", param="messages")
+                made.append(bitmap)
+                mtmd.mtmd_bitmap_set_id(bitmap, image.digest.encode())
+                bitmaps[i] = bitmap
+            encoded = text.encode("utf-8")
+            inp = mtmd.mtmd_input_text(encoded, len(encoded), add_special, True)
+            rc = mtmd.mtmd_tokenize(self.ctx, chunks, ctypes.byref(inp), bitmaps, len(images))
+            if rc == 1:
+                raise MediaError(
+                    f"the prompt has a different number of media markers than the {len(images)} "
+                    "images sent",
+                    param="messages",
+                )
+            if rc != 0:
+                raise MediaError(f"libmtmd could not preprocess the images (error {rc})")
+            return self._read_chunks(chunks, cancelled)
+        finally:
+            mtmd.mtmd_input_chunks_free(chunks)
+            for bitmap in made:
+                mtmd.mtmd_bitmap_free(bitmap)
+
+    def _read_chunks(self, chunks: object, cancelled: Callable[[], bool]) -> MediaPrompt:
+        tokens: list[int] = []
+        spans: list[MediaSpan] = []
+        encode_s = 0.0
+        for k in range(mtmd.mtmd_input_chunks_size(chunks)):
+            chunk = mtmd.mtmd_input_chunks_get(chunks, k)
+            kind = mtmd.mtmd_input_chunk_get_type(chunk)
+            if kind == mtmd.MTMD_INPUT_CHUNK_TYPE_TEXT:
+                n = ctypes.c_size_t(0)
+                ptr = mtmd.mtmd_input_chunk_get_tokens_text(chunk, ctypes.byref(n))
+                tokens.extend(ptr[i] for i in range(n.value))
+                continue
+            if kind != mtmd.MTMD_INPUT_CHUNK_TYPE_IMAGE:
+                raise MediaError("audio input is not supported yet", param="messages")
+            if cancelled():
+                raise EncodeCancelled
+            n_tokens = int(mtmd.mtmd_input_chunk_get_n_tokens(chunk))
+            digest = (mtmd.mtmd_input_chunk_get_id(chunk) or b"").decode()
+            t0 = time.perf_counter()
+            embd = self._embeddings(chunk, digest, n_tokens)
+            encode_s += time.perf_counter() - t0
+            non_causal = bool(mtmd.mtmd_decode_use_non_causal(self.ctx, chunk))
+            spans.append(MediaSpan(len(tokens), n_tokens, digest, embd, non_causal))
+            tokens.extend(placeholder_ids(digest, n_tokens))
+        return MediaPrompt(tokens, spans, encode_s)
+
+    def _embeddings(self, chunk: object, digest: str, n_tokens: int) -> np.ndarray:
+        """The chunk's embeddings: encoded now, or kept from an earlier request."""
+        key = f"{digest}:{n_tokens}"
+        with self._lock:
+            kept = self._kept.get(key)
+            if kept is not None:
+                self._kept.move_to_end(key)
+                self.reused += 1
+                return kept
+            t0 = time.perf_counter()
+            if mtmd.mtmd_encode_chunk(self.ctx, chunk) != 0:
+                raise MediaError("the vision encoder failed on an image", param="messages")
+            self.encoded += 1
+            self.encode_s += time.perf_counter() - t0
+            out = mtmd.mtmd_get_output_embd(self.ctx)
+            embd = np.ctypeslib.as_array(out, shape=(n_tokens * self.n_embd,)).copy()
+            embd = embd.reshape(n_tokens, self.n_embd)
+            self._kept[key] = embd
+            self._kept_bytes += embd.nbytes
+            while self._kept_bytes > _KEPT_EMBD_BYTES and len(self._kept) > 1:
+                _, old = self._kept.popitem(last=False)
+                self._kept_bytes -= old.nbytes
+            return embd

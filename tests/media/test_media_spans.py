@@ -1,0 +1,95 @@
+"""Images in the token stream: placeholder ids, the step plan around them, prefix matches
+that never end inside an image (no model: the engine's pure parts)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from backend.engine.admission import Admission, UnifiedAdmission
+from backend.engine.media.media_span import (
+    MediaSpan,
+    placeholder_ids,
+    whole_media_prefix,
+)
+from backend.engine.sequence import Sequence
+from backend.engine.step_planner import plan_step
+from tests.engine.scheduling_fakes import RecordingKv, decode, make_seq
+
+N_IMG = 16
+
+
+def with_image(text_before: list[int], digest: str, text_after: list[int]) -> Sequence:
+    ids = placeholder_ids(digest, N_IMG)
+    seq = make_seq(text_before + ids + text_after)
+    span = MediaSpan(len(text_before), N_IMG, digest, np.zeros((N_IMG, 8), np.float32))
+    seq.media = [span]
+    return seq
+
+
+def test_placeholder_ids_name_the_image_and_no_vocabulary_token() -> None:
+    a, b = placeholder_ids("ab" * 32, N_IMG), placeholder_ids("cd" * 32, N_IMG)
+    assert a == placeholder_ids("ab" * 32, N_IMG)  # the same picture: the same tokens
+    assert a[0] != b[0]  # another picture differs at its first position
+    assert len(set(a)) == N_IMG and all(-(2**31) <= t < 0 for t in a + b)
+
+
+def test_a_shared_prefix_is_cut_back_to_the_start_of_an_image_it_ends_inside() -> None:
+    span = MediaSpan(10, N_IMG, "ab" * 32, np.zeros((N_IMG, 8), np.float32))
+    assert whole_media_prefix([span], 9) == 9
+    assert whole_media_prefix([span], 10) == 10
+    assert whole_media_prefix([span], 17) == 10
+    assert whole_media_prefix([span], 26) == 26  # the whole image
+
+
+def test_text_stops_where_an_image_starts_and_the_image_is_a_call_of_its_own() -> None:
+    seq = with_image(list(range(100, 130)), "ab" * 32, list(range(200, 210)))
+    seq.seq_id = 0
+    other = make_seq(list(range(300, 380)))
+    other.seq_id = 1
+    kv = RecordingKv(4096)
+    for per_slot in (False, True):
+        seq.n_past = other.n_past = 0
+        plan = plan_step([seq, other], n_batch=512, per_slot=per_slot)
+        assert (seq, 30) in [item for call in plan.calls for item in call]
+    first = plan_step([seq, other], n_batch=512, per_slot=True)
+    decode(kv, first)
+    assert seq.n_past == 30
+    second = plan_step([seq], n_batch=512, per_slot=True)
+    assert second.calls == [[(seq, N_IMG)]]  # the whole image, alone
+    decode(kv, second)
+    third = plan_step([seq], n_batch=512, per_slot=True)
+    assert third.calls == [[(seq, 10)]]
+
+
+def test_an_image_waits_for_a_step_with_room_for_all_of_it() -> None:
+    seq = with_image([1, 2], "ab" * 32, [3, 4])
+    seq.seq_id, seq.n_past = 0, 2
+    assert plan_step([seq], n_batch=N_IMG - 1, per_slot=False).calls == []
+    assert plan_step([seq], n_batch=N_IMG, per_slot=False).calls == [[(seq, N_IMG)]]
+
+
+def test_a_cached_prompt_with_another_image_reuses_only_the_text_before_it() -> None:
+    kv = RecordingKv(4096)
+    policy = UnifiedAdmission(kv, n_seq_max=4, parallel=2, cache_entries=2)
+    running: list[Sequence] = []
+    before, after = list(range(100, 140)), list(range(200, 220))
+    first = with_image(before, "ab" * 32, after)
+    assert policy.admit(first, running) is Admission.ADMITTED
+    while first.remaining > 1:
+        decode(kv, plan_step(running, n_batch=512, per_slot=False))
+    running.remove(first)
+    policy.retire(first)
+
+    same = with_image(before, "ab" * 32, [*after, 5, 6])
+    assert policy.admit(same, running) is Admission.ADMITTED
+    assert same.cached_tokens == len(before) + N_IMG + len(after)  # the image reused
+    running.remove(same)
+    policy.retire(same)
+
+    # another picture whose placeholder ids happen to share the first few positions with
+    # the cached one (as a hash collision would): the match still stops at the image
+    other = with_image(before, "cd" * 32, after)
+    other.tokens[len(before) : len(before) + 3] = first.tokens[len(before) : len(before) + 3]
+    other.prompt_array = np.asarray(other.tokens, dtype=np.int32)
+    assert policy.admit(other, running) is Admission.ADMITTED
+    assert other.cached_tokens == len(before)
