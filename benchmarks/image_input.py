@@ -7,9 +7,9 @@ folder) served by ``quantdesk serve -m MODEL --mmproj MMPROJ``, per pass:
   server's vision-encoder time per image from ``/v1/stats``);
 - **repeat**: the same requests again, the same pictures and text (the prefix cache holds
   them: TTFT, cached tokens);
-- **stall**: one text answer streams (``--stream-tokens``, ``ignore_eos``) while
-  ``--images`` fresh image requests arrive together; the longest gap between two of its
-  chunks while they run, against its median gap before they came.
+- **stall**: text answers stream one after another (``--stream-tokens`` each,
+  ``ignore_eos``) while ``--images`` fresh image requests arrive together; the longest and
+  the median gap between two chunks while they run, against the median gap before.
 
 The figures are timings on a shared machine: run ``--passes`` of them and read the spread.
 
@@ -21,12 +21,12 @@ from __future__ import annotations
 import argparse
 import base64
 import io
-import itertools
 import json
 import statistics
 import tempfile
 import threading
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -90,19 +90,35 @@ def ttft(url: str, image: bytes | None, text: str) -> tuple[float, dict[str, Any
     return (first if first is not None else time.perf_counter() - t0), usage
 
 
-def stream_gaps(url: str, n_tokens: int, mark: threading.Event, out: dict[str, Any]) -> None:
-    """Stream a long text answer; chunk times, and when ``mark`` was set."""
-    body = _body(None, "Tell me a long story about a lighthouse.", n_tokens, True)
-    body["ignore_eos"] = True
-    times: list[float] = []
-    with httpx.stream("POST", f"{url}/v1/chat/completions", json=body, timeout=600) as r:
-        r.raise_for_status()
-        for line in r.iter_lines():
-            if line.startswith("data:") and '"content"' in line:
-                times.append(time.perf_counter())
-                if len(times) == n_tokens // 3:
-                    mark.set()
-    out["times"] = times
+@dataclass
+class StreamGaps:
+    """Gaps between the chunks of text answers streamed back to back: before the image
+    requests came, and while they ran (a gap across two answers is not counted)."""
+
+    images_in: threading.Event = field(default_factory=threading.Event)
+    images_done: threading.Event = field(default_factory=threading.Event)
+    ready: threading.Event = field(default_factory=threading.Event)
+    before: list[float] = field(default_factory=list)
+    during: list[float] = field(default_factory=list)
+
+    def run(self, url: str, n_tokens: int) -> None:
+        body = _body(None, "Tell me a long story about a lighthouse.", n_tokens, True)
+        body["ignore_eos"] = True
+        while not self.images_done.is_set():
+            last: float | None = None
+            with httpx.stream("POST", f"{url}/v1/chat/completions", json=body, timeout=600) as r:
+                r.raise_for_status()
+                for line in r.iter_lines():
+                    if not (line.startswith("data:") and '"content"' in line):
+                        continue
+                    now = time.perf_counter()
+                    if last is not None:
+                        if self.images_done.is_set():
+                            break
+                        (self.during if self.images_in.is_set() else self.before).append(now - last)
+                    last = now
+                    if len(self.before) >= 100:
+                        self.ready.set()
 
 
 def one_pass(url: str, args: argparse.Namespace, base_seed: int) -> dict[str, Any]:
@@ -115,23 +131,22 @@ def one_pass(url: str, args: argparse.Namespace, base_seed: int) -> dict[str, An
     text_only = [ttft(url, None, text + f" ({i})")[0] for i in range(args.images)]
 
     fresh = [picture(base_seed + 1000 + i) for i in range(args.images)]
-    mark = threading.Event()
-    out: dict[str, Any] = {}
-    streamer = threading.Thread(target=stream_gaps, args=(url, args.stream_tokens, mark, out))
+    gaps = StreamGaps()
+    streamer = threading.Thread(target=gaps.run, args=(url, args.stream_tokens))
     streamer.start()
-    mark.wait(timeout=300)
+    if not gaps.ready.wait(timeout=300):
+        raise RuntimeError("the text stream did not start")
     t_in = time.perf_counter()
+    gaps.images_in.set()
     senders = [threading.Thread(target=ttft, args=(url, img, text)) for img in fresh]
     for s in senders:
         s.start()
     for s in senders:
         s.join()
     t_out = time.perf_counter()
+    gaps.images_done.set()
     streamer.join()
-    times = out["times"]
-    gaps = [(b, b - a) for a, b in itertools.pairwise(times)]
-    before_gaps = [g for t, g in gaps if t < t_in]
-    during = [g for t, g in gaps if t_in <= t <= t_out + 0.5] or [0.0]
+    during = gaps.during or [0.0]
     encoded = after["images_encoded"] - before["images_encoded"]
     return {
         "encode_ms_avg_cumulative": after["encode_ms_avg"],
@@ -143,8 +158,10 @@ def one_pass(url: str, args: argparse.Namespace, base_seed: int) -> dict[str, An
         "cached_tokens_repeat": [
             (u.get("prompt_tokens_details") or {}).get("cached_tokens") for _, u in repeat
         ],
-        "stream_gap_median_before_s": round(statistics.median(before_gaps), 4),
+        "stream_gap_median_before_s": round(statistics.median(gaps.before), 5),
+        "stream_gap_median_during_s": round(statistics.median(during), 5),
         "stream_gap_max_during_s": round(max(during), 4),
+        "stream_chunks_during": len(gaps.during),
         "images_window_s": round(t_out - t_in, 3),
     }
 
@@ -155,14 +172,16 @@ def main() -> None:
     p.add_argument("--mmproj", type=Path)
     p.add_argument("--passes", type=int, default=3)
     p.add_argument("--images", type=int, default=4)
-    p.add_argument("--stream-tokens", type=int, default=240)
+    p.add_argument("--stream-tokens", type=int, default=2000, help="per streamed answer")
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--ctx", type=int, default=8192, help="-c: room for a long --stream-tokens")
+    p.add_argument("--parallel", type=int, default=4)
     p.add_argument("--out", type=Path, default=Path("benchmarks/results/image-input"))
     args = p.parse_args()
     with tempfile.TemporaryDirectory(prefix="image-input-") as tmp:
         if args.model is None or args.mmproj is None:
             args.model, args.mmproj = build_tiny_vlm(Path(tmp) / "tiny-vlm")
-        knobs = Knobs(args.model, args.threads, 4, 8192, 512, 512)
+        knobs = Knobs(args.model, args.threads, args.parallel, args.ctx, 512, 512)
 
         def argv(k: Knobs, port: int) -> list[str]:
             head = [str(VENV_BIN / "python"), "-m", "backend.entrypoints.main", "serve"]
@@ -180,6 +199,9 @@ def main() -> None:
         "mmproj": args.mmproj.name,
         "cpu": cpu_model(),
         "threads": args.threads,
+        "ctx": args.ctx,
+        "parallel": args.parallel,
+        "stream_tokens": args.stream_tokens,
         "images": args.images,
         "passes": passes,
     }

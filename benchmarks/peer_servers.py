@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -166,10 +168,15 @@ def started(
     port = free_port()
     argv = spec.command(knobs, port)
     url = f"http://127.0.0.1:{port}"
+    env = dict(os.environ)
+    fresh_home = None
+    if "QUANTDESK_HOME" not in env:  # ours starts cold, as llama-server does: no disk cache
+        fresh_home = tempfile.mkdtemp(prefix="bench-home-")
+        env["QUANTDESK_HOME"] = fresh_home
     with log_path.open("wb") as log:
         log.write((" ".join(argv) + "\n").encode())
         log.flush()
-        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=spec.cwd)
+        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=spec.cwd, env=env)
         try:
             deadline = time.monotonic() + timeout_s
             while True:
@@ -189,6 +196,8 @@ def started(
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait(timeout=10)
+            if fresh_home is not None:
+                shutil.rmtree(fresh_home, ignore_errors=True)
 
 
 @contextlib.contextmanager

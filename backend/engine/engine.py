@@ -16,16 +16,12 @@ from jinja2 import TemplateError
 
 from backend.core.errors import ConfigError
 from backend.engine.chat_template import ChatTemplate
-from backend.engine.errors import (
-    ContextOverflowError,
-    EngineError,
-    ModelCannotGenerateError,
-    ModelLoadError,
-)
+from backend.engine.errors import ContextOverflowError, EngineError, ModelCannotGenerateError
 from backend.engine.media.image_decode import DecodedImage
 from backend.engine.media.media_errors import MediaError
 from backend.engine.media.media_span import MediaSpan
 from backend.engine.media.projector import MediaPrompt, Projector
+from backend.engine.media.projector_loading import check_media, load_projector
 from backend.engine.model_runtime import ModelRuntime, gpu_offload_supported
 from backend.engine.request_types import (
     EngineEvent,
@@ -41,7 +37,6 @@ from backend.engine.sequence import Sequence
 from backend.engine.speculative.speculator import Speculator
 from backend.engine.stats_model import ModelStats, StatsSnapshot
 from backend.engine.stop_detector import StopDetector
-from backend.gguf_file.projector_file import projector_path
 from backend.settings.default_model import DEFAULT_MODEL_ID, default_model_path, resolve_model_path
 from backend.settings.engine_settings import EngineSettings
 from backend.system import system_snapshot
@@ -85,10 +80,19 @@ class Engine:
             where = f"--chat-template-file {settings.chat_template_file}" if custom else "the GGUF"
             self.runtime.close()
             raise ConfigError(f"the chat template of {where} does not parse: {exc}") from None
+        self.projector: Projector | None = None
         try:
-            self.projector = self._load_projector()
+            self.projector = load_projector(
+                settings,
+                self.model_path,
+                self.runtime.model,
+                use_gpu=self.runtime.n_gpu_layers > 0,
+                model_id=self.model_id,
+            )
             self.speculator = Speculator.create(settings, self.runtime)
         except Exception:
+            if self.projector is not None:
+                self.projector.close()
             self.runtime.close()
             raise
         self.scheduler = Scheduler(
@@ -101,31 +105,6 @@ class Engine:
         self.arrivals = self.scheduler.arrivals
         self.ready = False
         self.created = int(time.time())
-
-    def _load_projector(self) -> Projector | None:
-        """The ``--mmproj`` projector (its errors are the load's), or the one beside the
-        model (its errors only mean text only)."""
-        s = self.settings
-        path = projector_path(self.model_path, s.mmproj, s.no_mmproj)
-        if path is None:
-            return None
-        try:
-            projector = Projector(
-                path, self.runtime.model, n_threads=s.threads, use_gpu=self.runtime.n_gpu_layers > 0
-            )
-        except ModelLoadError as exc:
-            if s.mmproj:
-                raise
-            log.warning("%s; serving %s as text only", exc, self.model_id)
-            return None
-        if projector.mrope:
-            projector.close()
-            message = f"{path.name} places image tokens with M-RoPE, which is not supported yet"
-            if s.mmproj:
-                raise ModelLoadError(message)
-            log.warning("%s; serving %s as text only", message, self.model_id)
-            return None
-        return projector
 
     @property
     def accepts_images(self) -> bool:
@@ -161,26 +140,14 @@ class Engine:
         **kwargs: Any,
     ) -> MediaPrompt:
         """:meth:`render_chat` for messages whose text holds a media marker per image."""
-        text = self.chat_template.render(messages, **kwargs)
-        bos = self.runtime.info.bos_token
-        add_special = not (bos and text.startswith(bos))
+        text, add_special = self._rendered(messages, **kwargs)
         return self.tokenize_with_media(text, images, add_special=add_special, cancelled=cancelled)
 
-    def _check_media(self, n_prompt: int, media: list[MediaSpan], scored: bool) -> None:
-        """A prompt's images must each fit one call, and text must end it."""
-        if scored:
-            raise MediaError("prompt_logprobs cannot score a prompt with images", param="messages")
-        n_batch, n_ubatch = self.runtime.n_batch, self.settings.ubatch_size
-        for span in media:
-            room = min(n_batch, n_ubatch) if span.non_causal else n_batch
-            if span.n_tokens > room:
-                raise MediaError(
-                    f"an image takes {span.n_tokens} tokens, more than one batch holds "
-                    f"({room}): raise --batch-size and --ubatch-size",
-                    param="messages",
-                )
-        if media and media[-1].end >= n_prompt:
-            raise MediaError("a prompt cannot end with an image", param="messages")
+    def _rendered(self, messages: list[dict[str, Any]], **kwargs: Any) -> tuple[str, bool]:
+        """The chat template's text, and whether tokenising it adds BOS (not twice)."""
+        text = self.chat_template.render(messages, **kwargs)
+        bos = self.runtime.info.bos_token
+        return text, not (bos and text.startswith(bos))
 
     @property
     def n_ctx(self) -> int:
@@ -248,9 +215,7 @@ class Engine:
 
     def render_chat(self, messages: list[dict[str, Any]], **kwargs: Any) -> list[int]:
         """Apply the chat template and tokenise, without a duplicated BOS."""
-        text = self.chat_template.render(messages, **kwargs)
-        bos = self.runtime.info.bos_token
-        add_special = not (bos and text.startswith(bos))
+        text, add_special = self._rendered(messages, **kwargs)
         return self.tokenize(text, add_special=add_special, parse_special=True)
 
     def resolve_max_tokens(
@@ -293,7 +258,13 @@ class Engine:
         ``media``: the prompt's images (from :meth:`render_chat_with_media`)."""
         self.check_can_generate()
         if media:
-            self._check_media(len(prompt_tokens), media, prompt_logprobs is not None)
+            check_media(
+                media,
+                len(prompt_tokens),
+                n_batch=self.runtime.n_batch,
+                n_ubatch=self.settings.ubatch_size,
+                scored=prompt_logprobs is not None,
+            )
             # no drafts: a drafter would propose, or prefill a draft model with, image ids
             sampling = dataclasses.replace(sampling, draft_n_max=0)
         request = GenerationRequest(
@@ -329,7 +300,7 @@ class Engine:
     def stats(self) -> StatsSnapshot:
         snap = self.scheduler.stats.snapshot(self._model_stats, system_snapshot(), ready=self.ready)
         if self.projector is not None:
-            snap.media = self.projector.stats()
+            snap = snap.model_copy(update={"media": self.projector.stats()})
         return snap
 
     @cached_property

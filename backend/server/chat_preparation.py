@@ -12,6 +12,7 @@ blocking work (template rendering, tokenising, grammar building): call it throug
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Any
 
 from fastapi import Request
@@ -133,8 +134,14 @@ def render_chat_text(body: ChatCompletionRequest, engine: Engine) -> str:
     return engine.chat_template.render(inputs.messages, **inputs.render_kwargs())
 
 
-def prepare_chat(body: ChatCompletionRequest, engine: Engine, request: Request) -> PreparedChat:
-    """Render, tokenise and set up sampling for ``body`` (blocking: run it off the loop).
+def prepare_chat(
+    body: ChatCompletionRequest,
+    engine: Engine,
+    request: Request,
+    cancelled: Callable[[], bool] = lambda: False,
+) -> PreparedChat:
+    """Render, tokenise (encoding images until ``cancelled``) and set up sampling for
+    ``body`` (blocking: run it off the loop).
 
     Raises :class:`~backend.server.errors.ApiError` (400) for content this text-only
     server cannot take, a ``tool_choice`` without tools, or a bad ``response_format``;
@@ -148,7 +155,7 @@ def prepare_chat(body: ChatCompletionRequest, engine: Engine, request: Request) 
     media: list[MediaSpan] = []
     if inputs.images:
         prompt = engine.render_chat_with_media(
-            inputs.messages, inputs.images, **inputs.render_kwargs()
+            inputs.messages, inputs.images, cancelled, **inputs.render_kwargs()
         )
         tokens, media = prompt.tokens, prompt.spans
     else:

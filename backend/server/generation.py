@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import threading
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -15,6 +16,7 @@ from fastapi import Request
 
 from backend.engine.engine import Engine
 from backend.engine.media.media_span import MediaSpan
+from backend.engine.media.projector import EncodeCancelled
 from backend.engine.request_types import (
     EngineEvent,
     ErrorEvent,
@@ -78,6 +80,20 @@ class ClientDisconnectedError(ApiError):
 
     def __init__(self) -> None:
         super().__init__(499, "the client closed the connection", code="client_disconnected")
+
+
+async def prepared_while_connected(
+    request: Request, prepare: Callable[[Callable[[], bool]], T]
+) -> T:
+    """``prepare(cancelled)`` off the loop, ``cancelled`` turning true once the client has
+    gone: encoding a request's images stops between two images, and nothing is submitted
+    for nobody (ClientDisconnectedError)."""
+    gone = threading.Event()
+    try:
+        async with on_disconnect(request, gone.set):
+            return await off_loop(prepare, gone.is_set)
+    except EncodeCancelled:
+        raise ClientDisconnectedError from None
 
 
 def ready_engine(request: Request) -> Engine:

@@ -70,7 +70,8 @@ class ServerSettings(BaseSettings, ListenSettings):
         json_schema_extra={"flags": ["--strict-max-tokens"]},
     )
     max_body_bytes: int = Field(
-        default=8 * 1024 * 1024,
+        # a coding agent sends every earlier screenshot again each turn, base64 (4/3 bigger)
+        default=64 * 1024 * 1024,
         ge=1024,
         le=1024 * 1024 * 1024,
         description="Largest request body in bytes; a bigger one gets a 413",

@@ -1,4 +1,4 @@
-"""The tiny vision-language model made here (benchmarks/tiny_vlm.py), and a server on it."""
+"""A server on the tiny vision-language model (the session fixture ``tiny_vlm``)."""
 
 from __future__ import annotations
 
@@ -11,13 +11,6 @@ from tests.server.conftest import LiveServer, start_server, wait_healthy
 
 # a small pixel limit, so that a 413 is cheap to provoke
 MAX_PIXELS = 300 * 300
-
-
-@pytest.fixture(scope="session")
-def tiny_vlm(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    from benchmarks.tiny_vlm import build_tiny_vlm
-
-    return build_tiny_vlm(tmp_path_factory.mktemp("tiny-vlm"))
 
 
 @pytest.fixture(scope="package")

@@ -39,6 +39,9 @@ def test_the_model_says_it_takes_images(vlm_server: LiveServer) -> None:
     card = vlm_server.client().models.list().data[0]
     assert card.meta["modalities"]["vision"] is True  # type: ignore[attr-defined]
     assert card.meta["mmproj"] == "mmproj.gguf"  # type: ignore[attr-defined]
+    stats = vlm_server.stats()
+    assert stats["model"]["vision"] is True
+    assert set(stats["media"]) == {"images_encoded", "images_reused", "encode_ms_avg"}
 
 
 def test_the_answer_depends_on_the_image_and_only_on_it(vlm_server: LiveServer) -> None:
@@ -158,3 +161,23 @@ def test_too_many_images_is_a_413_in_anthropic_shape(vlm_server: LiveServer) -> 
     assert r.status_code == 413
     assert r.json()["type"] == "error"
     assert r.json()["error"]["type"] == "request_too_large"
+
+
+def test_a_request_that_goes_away_stops_encoding_its_images(vlm_server: LiveServer) -> None:
+    """Encoding stops between two images once the client has gone (the route's
+    ``cancelled``): none is encoded for nobody, and nothing reaches the scheduler."""
+    from backend.engine.media.image_decode import decode_image
+    from backend.engine.media.projector import MARKER, EncodeCancelled
+    from backend.settings.media_settings import MediaLimits
+
+    engine = vlm_server.handle.app.state.engine
+    images = [decode_image(picture("stripes", size=s), MediaLimits(), "x") for s in (71, 73)]
+    before = engine.stats().media.images_encoded
+    with pytest.raises(EncodeCancelled):
+        engine.tokenize_with_media(
+            f"{MARKER}{MARKER} two new pictures", images, add_special=True, cancelled=lambda: True
+        )
+    assert engine.stats().media.images_encoded == before
+    prompt = engine.tokenize_with_media(f"{MARKER}{MARKER} two", images, add_special=True)
+    assert [s.n_tokens for s in prompt.spans] == [TOKENS_PER_IMAGE] * 2
+    assert engine.stats().media.images_encoded == before + 2

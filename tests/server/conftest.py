@@ -95,6 +95,7 @@ def start_server(api_key: str | None = None, **engine_kw: object) -> LiveServer:
         api_key=api_key,
         cors_origins=["http://allowed.example"],
         max_tokens_limit=512,
+        max_body_bytes=8 * 1024 * 1024,  # the limit tests send 9 MiB, not the default's 64+
     )
     handle = ServerHandle(engine, server)
     handle.start_thread()

@@ -148,6 +148,11 @@ def test_generated_command_line_parses_back_to_the_same_settings(
         rpc="10.0.0.2:50052,10.0.0.3:50052",
         tensor_split="3,1",
         split_mode="row",
+        mmproj="/models/mmproj-F16.gguf",
+        no_mmproj=True,
+        media_max_images=3,
+        media_max_mib=2.5,
+        media_max_pixels=1000,
     )
     server = ServerSettings(
         host="0.0.0.0",

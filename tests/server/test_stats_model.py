@@ -42,6 +42,7 @@ SERVED_KEYS = {
     "session_cache": {"ram", "disk"},
     "step": {"steps", "step_ms_avg", "python_ms_avg", "batch_tokens_avg", "preemptions"},
     "speculative": {"type", "drafted", "accepted", "drafts", "acceptance_rate", "draft_ms_avg"},
+    "media": {"images_encoded", "images_reused", "encode_ms_avg"},
     "model": {
         "id",
         "path",
@@ -65,6 +66,7 @@ SERVED_KEYS = {
         "cpu_path",
         "cpu_path_reason",
         "extra_buffers",
+        "vision",
     },
     "system": {
         "rss_bytes",
@@ -132,6 +134,9 @@ METRICS_ADDED = {
             ("tokens_saved", "counter"),
         ]
     },
+    "quantdesk_media_images_encoded": "counter",
+    "quantdesk_media_images_reused": "counter",
+    "quantdesk_media_encode_ms_avg": "gauge",
 }
 
 

@@ -27,7 +27,7 @@ from backend.server.generation import (
     finish_reason,
     new_id,
     now,
-    off_loop,
+    prepared_while_connected,
     sse,
     sse_error,
 )
@@ -55,7 +55,9 @@ async def chat_completions(body: ChatCompletionRequest, request: Request) -> Any
     engine = engine_for(request, body.model)
     engine.check_can_generate()  # an embedding model: a clear 400
     check_choices(body.n, request)
-    prep = await off_loop(prepare_chat, body, engine, request)
+    prep = await prepared_while_connected(
+        request, lambda cancelled: prepare_chat(body, engine, request, cancelled)
+    )
     # a streamed response notices a disconnect itself; a non-streamed one is watched
     streams = ChoiceStreams(engine, None if body.stream else request)
     await streams.start(

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request
@@ -28,19 +28,29 @@ from backend.server.anthropic.translation import to_chat_request
 from backend.server.auth import require_api_key
 from backend.server.chat_preparation import PreparedChat, prepare_chat
 from backend.server.errors import ApiError
-from backend.server.generation import ChoiceStreams, engine_error, engine_for, off_loop
+from backend.server.generation import (
+    ChoiceStreams,
+    engine_error,
+    engine_for,
+    prepared_while_connected,
+)
 
 router = APIRouter(dependencies=[Depends(require_api_key)])
 
 
-def _prepare(body: CountTokensRequest, engine: Engine, request: Request) -> PreparedChat:
+def _prepare(
+    body: CountTokensRequest,
+    engine: Engine,
+    request: Request,
+    cancelled: Callable[[], bool] = lambda: False,
+) -> PreparedChat:
     """Chat's preparation of the translated request; a prompt that cannot fit in the context
     is answered in the words Anthropic uses ("prompt is too long"), which Claude Code reads
     as the sign to compact the conversation."""
     keep_header: bool = request.app.state.server_settings.keep_billing_header
     chat = to_chat_request(body, engine.model_id, keep_header, engine.accepts_images)
     try:
-        return prepare_chat(chat, engine, request)
+        return prepare_chat(chat, engine, request, cancelled)
     except ContextOverflowError as exc:
         raise ApiError(
             400, f"prompt is too long: {exc}", param=exc.param, code="context_length_exceeded"
@@ -52,14 +62,18 @@ async def count_tokens(body: CountTokensRequest, request: Request) -> dict[str, 
     """The prompt tokens that /v1/messages would report for the same body (system, tools
     and chat template included)."""
     engine = engine_for(request, body.model)
-    prep = await off_loop(_prepare, body, engine, request)
+    prep = await prepared_while_connected(
+        request, lambda cancelled: _prepare(body, engine, request, cancelled)
+    )
     return {"input_tokens": len(prep.tokens)}
 
 
 @router.post("/v1/messages", response_model=None)
 async def messages(body: MessagesRequest, request: Request) -> Any:
     engine = engine_for(request, body.model)
-    prep = await off_loop(_prepare, body, engine, request)
+    prep = await prepared_while_connected(
+        request, lambda cancelled: _prepare(body, engine, request, cancelled)
+    )
     witness = StopWitness(prep.stop) if prep.stop else None
     if witness is not None:  # the chosen tokens show which stop sequence matched
         for sampling in prep.samplings:

@@ -7,7 +7,7 @@ as chat completions are: the same template, sampling, grammar and tool-call pars
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request
@@ -18,7 +18,13 @@ from backend.engine.request_types import ErrorEvent, FinishEvent, TokenEvent
 from backend.server.auth import require_api_key
 from backend.server.chat_preparation import PreparedChat, prepare_chat
 from backend.server.errors import ApiError
-from backend.server.generation import ChoiceStreams, engine_error, engine_for, now, off_loop
+from backend.server.generation import (
+    ChoiceStreams,
+    engine_error,
+    engine_for,
+    now,
+    prepared_while_connected,
+)
 from backend.server.responses.event_writer import Event, ResponseEventWriter
 from backend.server.responses.response_object import base_response, new_item_id
 from backend.server.responses.response_store import ResponseStore
@@ -49,9 +55,14 @@ def _not_found(response_id: str, param: str | None = None) -> ApiError:
     )
 
 
-def _prepare(body: ChatTranslation, engine: Engine, request: Request) -> PreparedChat:
+def _prepare(
+    body: ChatTranslation,
+    engine: Engine,
+    request: Request,
+    cancelled: Callable[[], bool] = lambda: False,
+) -> PreparedChat:
     try:
-        return prepare_chat(body.chat, engine, request)
+        return prepare_chat(body.chat, engine, request, cancelled)
     except ApiError as exc:
         raise responses_param(exc) from None
 
@@ -68,7 +79,9 @@ async def create_response(body: ResponsesRequest, request: Request) -> Any:
             raise _not_found(body.previous_response_id, "previous_response_id")
         history = previous.conversation + previous.response["output"]
     translation = translate(body, history)
-    prep = await off_loop(_prepare, translation, engine, request)
+    prep = await prepared_while_connected(
+        request, lambda cancelled: _prepare(translation, engine, request, cancelled)
+    )
     streams = ChoiceStreams(engine, None if body.stream else request)
     await streams.start(
         prep.tokens, prep.max_tokens, prep.samplings[:1], prep.engine_stop(), prep.media

@@ -1,0 +1,60 @@
+"""Which projector an engine loads, and what a prompt with images must satisfy."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from backend.engine.errors import ModelLoadError
+from backend.engine.media.media_errors import MediaError
+from backend.engine.media.media_span import MediaSpan
+from backend.engine.media.projector import Projector
+from backend.gguf_file.projector_file import projector_path
+from backend.settings.engine_settings import EngineSettings
+
+log = logging.getLogger(__name__)
+
+
+def load_projector(
+    settings: EngineSettings, model_path: Path, model: object, *, use_gpu: bool, model_id: str
+) -> Projector | None:
+    """The ``--mmproj`` projector (its errors are the load's), or the one beside the model
+    (its errors only mean text only). Projectors that place image tokens with M-RoPE
+    (Qwen2-VL and later) need positions the scheduler does not give yet: refused."""
+    path = projector_path(model_path, settings.mmproj, settings.no_mmproj)
+    if path is None:
+        return None
+    try:
+        projector = Projector(path, model, n_threads=settings.threads, use_gpu=use_gpu)
+    except ModelLoadError as exc:
+        if settings.mmproj:
+            raise
+        log.warning("%s; serving %s as text only", exc, model_id)
+        return None
+    if projector.mrope:
+        projector.close()
+        message = f"{path.name} places image tokens with M-RoPE, which is not supported yet"
+        if settings.mmproj:
+            raise ModelLoadError(message)
+        log.warning("%s; serving %s as text only", message, model_id)
+        return None
+    return projector
+
+
+def check_media(
+    media: list[MediaSpan], n_prompt: int, *, n_batch: int, n_ubatch: int, scored: bool
+) -> None:
+    """A prompt's images must each fit one call (one micro-batch when decoded with
+    non-causal attention), text must end the prompt, and no image is scored."""
+    if scored:
+        raise MediaError("prompt_logprobs cannot score a prompt with images", param="messages")
+    for span in media:
+        room = min(n_batch, n_ubatch) if span.non_causal else n_batch
+        if span.n_tokens > room:
+            raise MediaError(
+                f"an image takes {span.n_tokens} tokens, more than one batch holds ({room}): "
+                "raise --batch-size and --ubatch-size",
+                param="messages",
+            )
+    if media and media[-1].end >= n_prompt:
+        raise MediaError("a prompt cannot end with an image", param="messages")
