@@ -12,6 +12,7 @@ content hash: an agent that sends the same screenshot again encodes it once.
 from __future__ import annotations
 
 import ctypes
+import hashlib
 import logging
 import threading
 import time
@@ -69,6 +70,10 @@ class Projector:
             )
         self.path = path
         self.ctx = ctx
+        # an image's name in the caches (and its placeholder ids) covers the projector too:
+        # a KV entry saved to disk with one projector is never restored for another
+        stat = path.stat()
+        self._fingerprint = f"{path.name}:{stat.st_size}:{stat.st_mtime_ns}"
         self.vision = bool(mtmd.mtmd_support_vision(ctx))
         self.audio = bool(mtmd.mtmd_support_audio(ctx))
         self.mrope = bool(mtmd.mtmd_decode_use_mrope(ctx))
@@ -120,7 +125,7 @@ class Projector:
                 if not bitmap:
                     raise MediaError(f"image {i}: libmtmd could not take it", param="messages")
                 made.append(bitmap)
-                mtmd.mtmd_bitmap_set_id(bitmap, image.digest.encode())
+                mtmd.mtmd_bitmap_set_id(bitmap, self._image_id(image).encode())
                 bitmaps[i] = bitmap
             encoded = text.encode("utf-8")
             inp = mtmd.mtmd_input_text(encoded, len(encoded), add_special, True)
@@ -138,6 +143,9 @@ class Projector:
             mtmd.mtmd_input_chunks_free(chunks)
             for bitmap in made:
                 mtmd.mtmd_bitmap_free(bitmap)
+
+    def _image_id(self, image: DecodedImage) -> str:
+        return hashlib.sha256(f"{image.digest}:{self._fingerprint}".encode()).hexdigest()
 
     def _read_chunks(self, chunks: object, cancelled: Callable[[], bool]) -> MediaPrompt:
         tokens: list[int] = []
