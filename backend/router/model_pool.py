@@ -139,9 +139,13 @@ class ModelPool:
         return [e for e in self._entries.values() if e.state in ("loaded", "loading")]
 
     def settings_for(self, model_id: str, path: Path) -> EngineSettings:
-        """The defaults with the model's remembered settings on top, for its file and id."""
+        """The defaults with the model's remembered settings on top, for its file and id.
+        A ``--mmproj`` given to the router is no one model's: each finds its own beside it."""
         settings = self.store.apply(model_id, self.defaults)
-        return settings.model_copy(update={"model": str(path), "model_alias": model_id})
+        mmproj = settings.mmproj if settings.mmproj != self.defaults.mmproj else None
+        return settings.model_copy(
+            update={"model": str(path), "model_alias": model_id, "mmproj": mmproj}
+        )
 
     # ----- using a model -----
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from backend.core.errors import ConfigError
 from backend.entrypoints.main import build_parser
+from backend.router.model_pool import ModelPool
 from backend.settings import EngineSettings, RouterSettings
 from backend.settings.flags import settings_from_args
 from backend.settings.model_settings_store import ModelSettingsStore
@@ -72,3 +74,16 @@ def test_a_models_draft_model_and_session_cache_count_in_its_memory_need() -> No
     # the RAM its sessions may be kept in (--cache-ram) is the model's to fill
     cached = estimate_need(plain.model_copy(update={"cache_ram": 1024}), memory)
     assert cached.cpu_bytes == alone.cpu_bytes + (1024 << 20)
+
+
+def test_a_routers_mmproj_is_no_one_models_projector(
+    make_pool: Callable[..., ModelPool], tmp_path: Path
+) -> None:
+    """``serve --mmproj X`` without ``-m`` would give every library model X: each child
+    finds its own projector beside its model instead; --no-mmproj still reaches them."""
+    pool = make_pool(fork_servers=False)
+    pool.defaults = pool.defaults.model_copy(update={"mmproj": "/x/mmproj.gguf"})
+    assert pool.settings_for("alpha", tmp_path / "alpha.gguf").mmproj is None
+    pool.defaults = pool.defaults.model_copy(update={"mmproj": None, "no_mmproj": True})
+    child = pool.settings_for("alpha", tmp_path / "alpha.gguf")
+    assert child.no_mmproj and child.model == str(tmp_path / "alpha.gguf")
