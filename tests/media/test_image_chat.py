@@ -181,3 +181,28 @@ def test_a_request_that_goes_away_stops_encoding_its_images(vlm_server: LiveServ
     prompt = engine.tokenize_with_media(f"{MARKER}{MARKER} two", images, add_special=True)
     assert [s.n_tokens for s in prompt.spans] == [TOKENS_PER_IMAGE] * 2
     assert engine.stats().media.images_encoded == before + 2
+
+
+def test_llama_servers_completion_takes_multimodal_data(vlm_server: LiveServer) -> None:
+    """/completion's prompt object: the text with a marker per image, the images base64."""
+    from backend.engine.media.projector import MARKER
+
+    def complete(*images: bytes) -> httpx.Response:
+        prompt = {
+            "prompt_string": f"{MARKER * len(images)}Describe it.",
+            "multimodal_data": [data_url(i).split(",", 1)[1] for i in images],
+        }
+        body = {"prompt": prompt, "n_predict": 8, "temperature": 0}
+        return httpx.post(f"{vlm_server.base_url}/completion", json=body, timeout=120)
+
+    red, blue = complete(picture("red-square")), complete(picture("blue-circle"))
+    assert red.status_code == blue.status_code == 200, red.text
+    assert red.json()["tokens_evaluated"] >= TOKENS_PER_IMAGE
+    assert red.json()["content"] != blue.json()["content"]
+    assert complete(picture("red-square")).json()["content"] == red.json()["content"]
+    mismatch = httpx.post(
+        f"{vlm_server.base_url}/completion",
+        json={"prompt": {"prompt_string": "no marker", "multimodal_data": ["AAAA"]}},
+        timeout=60,
+    )
+    assert mismatch.status_code == 400

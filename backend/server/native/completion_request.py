@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic_core import PydanticCustomError
 
 from backend.server.schemas import SamplingFields
@@ -79,16 +79,27 @@ def is_native_body(body: Any) -> bool:
 PromptPart = int | str
 
 
+class MultimodalPrompt(BaseModel):
+    """llama-server's prompt object for images: the text, with a media marker
+    (``<__media__>``) where each image goes, and the images, base64 in that order."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    prompt_string: str
+    multimodal_data: list[str] = Field(default_factory=list, max_length=1000)
+
+
 class NativeCompletionRequest(SamplingFields):
     """llama-server's ``/completion`` body: its field names, its defaults where ours agree.
 
-    ``prompt``: a string; token ids, possibly mixed with strings (one prompt); or a list
-    of strings and/or such lists (a batch: one result each). ``n_predict`` -1 (the
+    ``prompt``: a string; token ids, possibly mixed with strings (one prompt); a list of
+    strings and/or such lists (a batch: one result each); or a :class:`MultimodalPrompt`
+    (one prompt with images). ``n_predict`` -1 (the
     default): as many tokens as fit, up to ``--max-tokens-limit``. ``cache_prompt`` is
     accepted; the prefix cache is always on, and the output does not depend on it.
     """
 
-    prompt: str | list[PromptPart | list[PromptPart]] = ""
+    prompt: str | MultimodalPrompt | list[PromptPart | list[PromptPart]] = ""
     n_probs: int = Field(0, ge=0, le=MAX_N_PROBS)
     cache_prompt: bool = True
     json_schema: dict[str, Any] | None = None

@@ -18,6 +18,8 @@ from pydantic import BaseModel, ValidationError
 from sse_starlette.sse import EventSourceResponse
 
 from backend.engine.engine import Engine
+from backend.engine.media.media_span import MediaSpan
+from backend.engine.media.projector import MediaPrompt
 from backend.engine.request_types import ErrorEvent, FinishEvent, SamplingParams, TokenEvent
 from backend.server.auth import require_api_key
 from backend.server.errors import ApiError
@@ -32,7 +34,12 @@ from backend.server.generation import (
     sse,
     sse_error,
 )
-from backend.server.native.completion_request import NativeCompletionRequest, is_native_body
+from backend.server.media_parts import MediaCollector
+from backend.server.native.completion_request import (
+    MultimodalPrompt,
+    NativeCompletionRequest,
+    is_native_body,
+)
 from backend.server.native.completion_result import (
     SequenceResult,
     generation_settings,
@@ -90,6 +97,23 @@ def prompt_tokens(prompt: str | list[Any], engine: Engine) -> list[list[int]]:
     return out
 
 
+def multimodal_prompt(prompt: MultimodalPrompt, engine: Engine) -> MediaPrompt:
+    """The tokens and images of llama-server's prompt object (BOS added, as for text)."""
+    if prompt.multimodal_data and not engine.accepts_images:
+        raise ApiError(
+            400,
+            f"prompt.multimodal_data holds images; {engine.model_id} takes text only",
+            param="prompt",
+        )
+    media = MediaCollector(engine.settings.media_limits())
+    for i, data in enumerate(prompt.multimodal_data):
+        media.add({"image_url": {"url": data}}, f"prompt.multimodal_data[{i}]")
+    if not media.images:
+        tokens = engine.tokenize(prompt.prompt_string, add_special=True, parse_special=True)
+        return MediaPrompt(tokens, [])
+    return engine.tokenize_with_media(prompt.prompt_string, media.images, add_special=True)
+
+
 def _is_int(text: str) -> bool:
     try:
         int(text)
@@ -138,13 +162,20 @@ class _Prepared:
     sampling: SamplingParams
     stop: list[str]
     settings: dict[str, Any]
+    media: list[MediaSpan] = dataclasses.field(default_factory=list)  # one prompt's images
 
 
 def _prepare(body: NativeCompletionRequest, engine: Engine, request: Request) -> _Prepared:
     """Tokenise, budget and set up sampling (blocking work: run off the event loop)."""
     if body.grammar and body.json_schema:
         raise ApiError(400, "give grammar or json_schema, not both", param="json_schema")
-    prompts = prompt_tokens(body.prompt, engine)
+    media: list[MediaSpan] = []
+    if isinstance(body.prompt, MultimodalPrompt):
+        prompt = multimodal_prompt(body.prompt, engine)
+        prompts, media, texts = [prompt.tokens], prompt.spans, [body.prompt.prompt_string]
+    else:
+        prompts = prompt_tokens(body.prompt, engine)
+        texts = [engine.runtime.detokenize(tokens) for tokens in prompts]
     check_choices(len(prompts), request, "prompt")
     if body.n_predict is not None:  # llama-server: n_predict wins over max_tokens
         asked = body.n_predict if body.n_predict >= 0 else None
@@ -163,9 +194,7 @@ def _prepare(body: NativeCompletionRequest, engine: Engine, request: Request) ->
     if body.n_probs or body.stream or body.return_tokens or stop:
         sampling.logprobs = body.n_probs
     settings = generation_settings(sampling, jobs[0][1], stop, body.stream, body.n_probs)
-    return _Prepared(
-        jobs, [engine.runtime.detokenize(tokens) for tokens in prompts], sampling, stop, settings
-    )
+    return _Prepared(jobs, texts, sampling, stop, settings, media)
 
 
 @router.post("/completion", response_model=None)
@@ -176,7 +205,7 @@ async def completion(body: NativeCompletionRequest, request: Request) -> Any:
     engine.check_can_generate()  # an embedding model: a clear 400
     prep = await off_loop(_prepare, body, engine, request)
     streams = ChoiceStreams(engine, None if body.stream else request)
-    await streams.start_batch(prep.prompts, [prep.sampling], prep.stop)
+    await streams.start_batch(prep.prompts, [prep.sampling], prep.stop, media=prep.media)
     results = [
         SequenceResult(i, text, len(tokens))
         for i, (text, (tokens, _)) in enumerate(zip(prep.texts, prep.prompts, strict=True))
