@@ -438,7 +438,7 @@ class Scheduler:
             self._embd = EmbdBatch(self._n_batch, span.embd.shape[1])
         self._deliver()
         t_dec = time.perf_counter()
-        rc = self._embd.decode(self.rt.ctx, span, seq.seq_id, logits_last=False)
+        rc = self._embd.decode(self.rt.ctx, span, seq.seq_id)
         decode_s = time.perf_counter() - t_dec
         if rc != 0:
             self._decode_failed(rc, [(seq, span.n_tokens)])

@@ -1,8 +1,7 @@
 """Decoding an image's embeddings into a sequence: a ``llama_batch`` of embeddings.
 
 One call per image, all its positions at once (with non-causal attention where the model
-asks for it, as Gemma 3 does: then the whole image must fit one micro-batch), logits only
-on its last row when it ends the prompt.
+asks for it, as Gemma 3 does: then the whole image must fit one micro-batch), no logits.
 """
 
 from __future__ import annotations
@@ -27,8 +26,9 @@ class EmbdBatch:
             llama_cpp.llama_batch_free(self.batch)
             self.batch = None
 
-    def decode(self, ctx: object, span: MediaSpan, seq_id: int, *, logits_last: bool) -> int:
-        """``llama_decode`` of ``span`` into ``seq_id`` at its positions; llama.cpp's code."""
+    def decode(self, ctx: object, span: MediaSpan, seq_id: int) -> int:
+        """``llama_decode`` of ``span`` into ``seq_id`` at its positions, no logits (a
+        prompt never ends with an image); llama.cpp's return code."""
         n = span.n_tokens
         assert n <= self.n_max and span.embd.shape == (n, self.n_embd)
         b = self.batch
@@ -38,8 +38,6 @@ class EmbdBatch:
             b.n_seq_id[i] = 1
             b.seq_id[i][0] = seq_id
             b.logits[i] = 0
-        if logits_last:
-            b.logits[n - 1] = 1
         b.n_tokens = n
         if span.non_causal:
             llama_cpp.llama_set_causal_attn(ctx, False)

@@ -44,7 +44,6 @@ class MediaPrompt:
 
     tokens: list[int]
     spans: list[MediaSpan]
-    encode_s: float = 0.0
 
 
 class EncodeCancelled(Exception):
@@ -150,7 +149,6 @@ class Projector:
     def _read_chunks(self, chunks: object, cancelled: Callable[[], bool]) -> MediaPrompt:
         tokens: list[int] = []
         spans: list[MediaSpan] = []
-        encode_s = 0.0
         for k in range(mtmd.mtmd_input_chunks_size(chunks)):
             chunk = mtmd.mtmd_input_chunks_get(chunks, k)
             kind = mtmd.mtmd_input_chunk_get_type(chunk)
@@ -165,13 +163,11 @@ class Projector:
                 raise EncodeCancelled
             n_tokens = int(mtmd.mtmd_input_chunk_get_n_tokens(chunk))
             digest = (mtmd.mtmd_input_chunk_get_id(chunk) or b"").decode()
-            t0 = time.perf_counter()
             embd = self._embeddings(chunk, digest, n_tokens)
-            encode_s += time.perf_counter() - t0
             non_causal = bool(mtmd.mtmd_decode_use_non_causal(self.ctx, chunk))
             spans.append(MediaSpan(len(tokens), n_tokens, digest, embd, non_causal))
             tokens.extend(placeholder_ids(digest, n_tokens))
-        return MediaPrompt(tokens, spans, encode_s)
+        return MediaPrompt(tokens, spans)
 
     def _embeddings(self, chunk: object, digest: str, n_tokens: int) -> np.ndarray:
         """The chunk's embeddings: encoded now, or kept from an earlier request."""
