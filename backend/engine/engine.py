@@ -17,11 +17,11 @@ from jinja2 import TemplateError
 from backend.core.errors import ConfigError
 from backend.engine.chat_template import ChatTemplate
 from backend.engine.errors import ContextOverflowError, EngineError, ModelCannotGenerateError
-from backend.engine.media.image_decode import DecodedImage
 from backend.engine.media.media_errors import MediaError
+from backend.engine.media.media_item import MediaItem
 from backend.engine.media.media_span import MediaSpan
 from backend.engine.media.projector import MediaPrompt, Projector
-from backend.engine.media.projector_loading import check_media, load_projector
+from backend.engine.media.projector_loading import batched_media, load_projector
 from backend.engine.model_runtime import ModelRuntime, gpu_offload_supported
 from backend.engine.request_types import (
     EngineEvent,
@@ -110,38 +110,42 @@ class Engine:
     def accepts_images(self) -> bool:
         return self.projector is not None and self.projector.vision
 
+    @property
+    def accepts_audio(self) -> bool:
+        return self.projector is not None and self.projector.audio
+
     def modalities(self) -> dict[str, bool]:
-        """What the model reads besides text (llama-server's ``/props`` shape); audio is
-        not taken yet, whatever the projector can do."""
-        return {"vision": self.accepts_images, "audio": False}
+        """What the model reads besides text (llama-server's ``/props`` shape)."""
+        return {"vision": self.accepts_images, "audio": self.accepts_audio}
 
     def tokenize_with_media(
         self,
         text: str,
-        images: list[DecodedImage],
+        media: list[MediaItem],
         *,
         add_special: bool,
         cancelled: Callable[[], bool] = lambda: False,
     ) -> MediaPrompt:
-        """``text`` with one media marker per image tokenised, the images encoded."""
+        """``text`` with one media marker per image or clip tokenised, the media encoded."""
         if self.projector is None:
             raise MediaError(
-                f"model '{self.model_id}' takes text only and cannot read images (it has no "
-                "projector: load one with --mmproj)",
+                f"model '{self.model_id}' takes text only and cannot read images or audio (it "
+                "has no projector: load one with --mmproj)",
                 param="messages",
             )
-        return self.projector.tokenize(text, images, add_special=add_special, cancelled=cancelled)
+        return self.projector.tokenize(text, media, add_special=add_special, cancelled=cancelled)
 
     def render_chat_with_media(
         self,
         messages: list[dict[str, Any]],
-        images: list[DecodedImage],
+        media: list[MediaItem],
         cancelled: Callable[[], bool] = lambda: False,
         **kwargs: Any,
     ) -> MediaPrompt:
-        """:meth:`render_chat` for messages whose text holds a media marker per image."""
+        """:meth:`render_chat` for messages whose text holds a media marker per image or
+        clip."""
         text, add_special = self._rendered(messages, **kwargs)
-        return self.tokenize_with_media(text, images, add_special=add_special, cancelled=cancelled)
+        return self.tokenize_with_media(text, media, add_special=add_special, cancelled=cancelled)
 
     def _rendered(self, messages: list[dict[str, Any]], **kwargs: Any) -> tuple[str, bool]:
         """The chat template's text, and whether tokenising it adds BOS (not twice)."""
@@ -258,7 +262,7 @@ class Engine:
         ``media``: the prompt's images (from :meth:`render_chat_with_media`)."""
         self.check_can_generate()
         if media:
-            check_media(
+            media = batched_media(
                 media,
                 len(prompt_tokens),
                 n_batch=self.runtime.n_batch,
@@ -332,4 +336,5 @@ class Engine:
             cpu_path_reason=self.runtime.cpu_path.reason,
             extra_buffers=list(self.runtime.cpu_path.extra_buffers),
             vision=self.accepts_images,
+            audio=self.accepts_audio,
         )

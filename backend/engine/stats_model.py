@@ -249,6 +249,9 @@ class ModelStats(StatsSection):
         default_factory=list, description="The CPU's extra buffer types in this build"
     )
     vision: bool = Field(default=False, description="It reads images (a projector is loaded)")
+    audio: bool = Field(
+        default=False, description="It hears audio (its projector has an audio encoder)"
+    )
 
 
 class StatsSnapshot(StatsSection):

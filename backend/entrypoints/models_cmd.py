@@ -199,6 +199,7 @@ def _cmd_rm(args: argparse.Namespace) -> int:
 # ``models fit`` exits with this when the model won't fit, so scripts can tell (1 and 2 are
 # errors, 3 a model that is not found).
 WONT_FIT_EXIT = 4
+_PROJECTOR = {"mmproj", "no_mmproj"}  # the media flags that change memory use
 
 
 def _print_fit(est: FitEstimate) -> None:
@@ -347,9 +348,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     # the draft model's memory counts too; the other speculative flags use none
     drafting = set(SpeculativeKnobs.model_fields) - {"model_draft", "gpu_layers_draft"}
     add_settings_flags(p, SpeculativeKnobs, skip=drafting)
-    # the projector's memory counts too; the media limits use none
-    add_settings_flags(
-        p, MediaKnobs, skip=("media_max_images", "media_max_mib", "media_max_pixels")
-    )
+    # the projector's memory counts too; the media limits and sources use none
+    add_settings_flags(p, MediaKnobs, skip=tuple(set(MediaKnobs.model_fields) - _PROJECTOR))
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(handler=_cmd_fit)

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 from backend.core.errors import ConfigError
+from backend.gguf_file.errors import GGUFFormatError
+from backend.gguf_file.gguf_header import read_gguf_header
 
 
 def is_projector(path: Path) -> bool:
@@ -35,3 +38,25 @@ def projector_path(model_path: Path, mmproj: str | None, no_mmproj: bool) -> Pat
     if is_projector(model_path):
         return None
     return mmproj_beside(model_path)
+
+
+@functools.lru_cache(maxsize=256)
+def _modalities_of(path: str, size: int, mtime_ns: int) -> tuple[bool, bool]:
+    header = read_gguf_header(Path(path))
+    vision = header.get("clip.has_vision_encoder", False)
+    audio = header.get("clip.has_audio_encoder", False)
+    return vision is True, audio is True
+
+
+def projector_modalities(path: Path) -> dict[str, bool]:
+    """What a projector lets its model read, from its header (``/props``' shape); read
+    once per file version. An unreadable projector reads as vision, as llama.cpp's older
+    projectors (vision only) have neither key."""
+    try:
+        stat = path.stat()
+        vision, audio = _modalities_of(str(path), stat.st_size, stat.st_mtime_ns)
+    except (OSError, GGUFFormatError):
+        return {"vision": True, "audio": False}
+    if not vision and not audio:
+        vision = True  # a projector from before the audio keys: vision only
+    return {"vision": vision, "audio": audio}

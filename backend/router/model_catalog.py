@@ -10,7 +10,7 @@ import logging
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from backend.gguf_file.projector_file import mmproj_beside
+from backend.gguf_file.projector_file import mmproj_beside, projector_modalities
 from backend.hub.library import ModelLibrary, describe_gguf
 from backend.router.errors import UnknownModelError
 
@@ -40,11 +40,13 @@ class CatalogEntry:
     path: Path
     size_bytes: int
     architecture: str | None = None  # from the GGUF header (None: not read, or unreadable)
-    mmproj: str | None = None  # the projector beside it: the model reads images
+    mmproj: str | None = None  # the projector beside it: the model reads images or audio
 
     def modalities(self) -> dict[str, bool]:
         """What it reads besides text (``/props``' shape), as far as the files say."""
-        return {"vision": self.mmproj is not None, "audio": False}
+        if self.mmproj is None:
+            return {"vision": False, "audio": False}
+        return projector_modalities(self.path.parent / self.mmproj)
 
     def names(self) -> set[str]:
         return {n.casefold() for n in (self.model_id, self.path.name, self.path.stem)}

@@ -18,12 +18,12 @@ from typing import Any
 from fastapi import Request
 
 from backend.engine.engine import Engine
-from backend.engine.media.image_decode import DecodedImage
+from backend.engine.media.media_item import MediaItem
 from backend.engine.media.media_span import MediaSpan
 from backend.engine.request_types import SamplingParams
 from backend.server.errors import ApiError
 from backend.server.generation import max_tokens_for, sampling_params, seeded_samplings
-from backend.server.media_parts import MediaCollector, content_text, has_images
+from backend.server.media_parts import MediaCollector, content_text, has_media
 from backend.server.reasoning import OPEN as THINK_OPEN
 from backend.server.reasoning import ReasoningSplit, opens_thinking, reasoning_split
 from backend.server.schemas import ChatCompletionRequest
@@ -82,7 +82,7 @@ class TemplateInputs:
     tools: list[dict[str, Any]] | None  # those the request declared (tool_choice none: none)
     template_tools: list[dict[str, Any]] | None  # those passed to the template
     continue_final_message: bool
-    images: list[DecodedImage] = dataclasses.field(default_factory=list)  # in marker order
+    media: list[MediaItem] = dataclasses.field(default_factory=list)  # in marker order
 
     def render_kwargs(self) -> dict[str, Any]:
         return {
@@ -92,16 +92,26 @@ class TemplateInputs:
         }
 
 
+def engine_media(engine: Engine) -> MediaCollector:
+    """A collector for one request's media, with ``engine``'s limits and modalities."""
+    return MediaCollector(
+        engine.settings.media_limits(),
+        engine.accepts_images,
+        engine.accepts_audio,
+        engine.model_id,
+    )
+
+
 def template_inputs(body: ChatCompletionRequest, engine: Engine) -> TemplateInputs:
     """The messages and tools of ``body`` as the chat template takes them, each image
     decoded and a media marker in its place; 400 for content parts the model cannot take
     (images without a projector, audio, files)."""
     tools = body.tools if body.tools and body.tool_choice != "none" else None
     messages: list[dict[str, Any]] = []
-    media = MediaCollector(engine.settings.media_limits())
+    media = engine_media(engine)
     for i, m in enumerate(body.messages):
         msg = m.model_dump(exclude_none=True)
-        if has_images(m.content) and engine.accepts_images:
+        if has_media(m.content) and (engine.accepts_images or engine.accepts_audio):
             assert isinstance(m.content, list)
             msg["content"] = content_text(m.content, media, f"messages[{i}]")
         elif unsupported := m.non_text_parts():
@@ -123,7 +133,7 @@ def template_inputs(body: ChatCompletionRequest, engine: Engine) -> TemplateInpu
         tools,
         tools if knows_tools else None,
         body.continues_final_message(),  # the request schema checked it is possible
-        media.images,
+        media.items,
     )
 
 
@@ -153,9 +163,9 @@ def prepare_chat(
     tools = inputs.tools
     forced = forced_function(body.tool_choice, tools) if tools else None
     media: list[MediaSpan] = []
-    if inputs.images:
+    if inputs.media:
         prompt = engine.render_chat_with_media(
-            inputs.messages, inputs.images, cancelled, **inputs.render_kwargs()
+            inputs.messages, inputs.media, cancelled, **inputs.render_kwargs()
         )
         tokens, media = prompt.tokens, prompt.spans
     else:

@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from pydantic import BaseModel, Field
 
 
 @dataclass(frozen=True)
 class MediaLimits:
-    """Per-request limits on images."""
+    """Per-request limits on media, and where media may be read from."""
 
     max_images: int = 16
     max_bytes: int = 20 * 1024 * 1024
     max_pixels: int = 40_000_000
+    allow_remote: bool = False  # fetch http(s) URLs
+    media_dir: Path | None = None  # file:// URLs are read under it; none: never
 
 
 class MediaKnobs(BaseModel):
@@ -52,7 +55,24 @@ class MediaKnobs(BaseModel):
         json_schema_extra={"flags": ["--media-max-pixels"]},
     )
 
+    allow_remote_media: bool = Field(
+        default=False,
+        description="Fetch http(s) image and audio URLs that requests name (off: a local "
+        "server fetches nothing for whoever can reach it; send media inline)",
+        json_schema_extra={"flags": ["--allow-remote-media"]},
+    )
+    media_path: str | None = Field(
+        default=None,
+        description="Folder whose files requests may name as file://NAME (llama-server's "
+        "flag; default: no local files are read)",
+        json_schema_extra={"flags": ["--media-path"]},
+    )
+
     def media_limits(self) -> MediaLimits:
         return MediaLimits(
-            self.media_max_images, int(self.media_max_mib * 1024 * 1024), self.media_max_pixels
+            self.media_max_images,
+            int(self.media_max_mib * 1024 * 1024),
+            self.media_max_pixels,
+            self.allow_remote_media,
+            Path(self.media_path).expanduser() if self.media_path else None,
         )

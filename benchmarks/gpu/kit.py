@@ -376,6 +376,14 @@ class Kit:
             ),
             needs=("quantize",),
         )
+        vision_args = ["--threads", threads, "--vision", plan.vision]
+        self.step(
+            "vision",
+            lambda t: self.child(
+                "vision", "step_vision", vision_args + ([] if p.dry_run else ["--gpu"]), t
+            ),
+            needs=("imports",),
+        )
         if self.build_proc is not None and self.build_proc.poll() is None:
             self.build_proc.kill()
 

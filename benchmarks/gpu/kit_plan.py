@@ -24,6 +24,7 @@ class Plan:
     peer_passes: int
     kld_chunks: int
     kld_ctx: int
+    vision: str  # benchmarks.tiny_vlm's vision tower for the vision step
     # least time each step needs; with less left it is skipped, with a recorded reason
     min_s: dict[str, float]
 
@@ -46,6 +47,7 @@ GPU = Plan(
     peer_passes=3,
     kld_chunks=8,
     kld_ctx=512,
+    vision="gemma3",
     min_s={
         "deps": 10,
         "synth": 60,
@@ -57,6 +59,7 @@ GPU = Plan(
         "kld": 30,
         "router": 30,
         "spec": 20,
+        "vision": 120,
     },
 )
 
@@ -78,6 +81,7 @@ DRY_RUN = Plan(
     peer_passes=2,
     kld_chunks=2,
     kld_ctx=256,
+    vision="tiny",
     min_s={
         "deps": 10,
         "synth": 60,
@@ -89,5 +93,6 @@ DRY_RUN = Plan(
         "kld": 30,
         "router": 40,
         "spec": 60,
+        "vision": 90,
     },
 )

@@ -111,6 +111,16 @@ def _spec_lines(result: dict[str, Any]) -> list[str]:
     ]
 
 
+def _vision_lines(result: dict[str, Any]) -> list[str]:
+    vram = result.get("vram") or {}
+    return [
+        f"    {result['vision']} tower ({result['mmproj_mib']} MiB projector): encode "
+        f"{result['encode_ms_avg']} ms/image, projector VRAM {vram.get('projector_mib')} MiB, "
+        f"TTFT cold {result['ttft_cold_s']} s, repeat {result['ttft_repeat_s']} s, text "
+        f"stream gap max {result['stream_gap_max_during_s']} s while images arrive"
+    ]
+
+
 DETAIL = {
     "fit": _fit_lines,
     "peer": _peer_lines,
@@ -118,6 +128,7 @@ DETAIL = {
     "kld": _kld_lines,
     "router": _router_lines,
     "spec": _spec_lines,
+    "vision": _vision_lines,
 }
 
 

@@ -1,9 +1,11 @@
-"""A server on the tiny vision-language model (the session fixture ``tiny_vlm``)."""
+"""Servers on the tiny vision-language and audio-language models (the session fixtures
+``tiny_vlm``, ``tiny_audio_lm``)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -11,6 +13,17 @@ from tests.server.conftest import LiveServer, start_server, wait_healthy
 
 # a small pixel limit, so that a 413 is cheap to provoke
 MAX_PIXELS = 300 * 300
+
+
+def ask_parts(server: LiveServer, parts: list[dict[str, object]], **kw: object) -> Any:
+    """One greedy chat completion of a user message of ``parts`` (the openai SDK)."""
+    return server.client().chat.completions.create(
+        model="any",
+        messages=[{"role": "user", "content": parts}],  # type: ignore[list-item,misc]
+        max_tokens=12,
+        temperature=0,
+        **kw,  # type: ignore[arg-type]
+    )
 
 
 @pytest.fixture(scope="package")
@@ -23,6 +36,15 @@ def vlm_server(tiny_vlm: tuple[Path, Path]) -> Iterator[LiveServer]:
         parallel=2,
         media_max_pixels=MAX_PIXELS,
     )
+    wait_healthy(server.base_url)
+    yield server
+    server.handle.stop()
+
+
+@pytest.fixture(scope="package")
+def audio_server(tiny_audio_lm: tuple[Path, Path]) -> Iterator[LiveServer]:
+    model, mmproj = tiny_audio_lm
+    server = start_server(model=str(model), mmproj=str(mmproj), ctx_size=4096, parallel=2)
     wait_healthy(server.base_url)
     yield server
     server.handle.stop()

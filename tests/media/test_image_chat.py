@@ -8,7 +8,7 @@ import openai
 import pytest
 
 from benchmarks.tiny_vlm import TOKENS_PER_IMAGE
-from tests.media.conftest import MAX_PIXELS
+from tests.media.conftest import MAX_PIXELS, ask_parts
 from tests.media.image_files import data_url, picture
 from tests.server.conftest import LiveServer
 
@@ -20,13 +20,7 @@ def ask(server: LiveServer, image: bytes | None, question: str = QUESTION, **kw:
     if image is not None:
         parts.append({"type": "image_url", "image_url": {"url": data_url(image)}})
     parts.append({"type": "text", "text": question})
-    return server.client().chat.completions.create(
-        model="any",
-        messages=[{"role": "user", "content": parts}],  # type: ignore[list-item]
-        max_tokens=12,
-        temperature=0,
-        **kw,  # type: ignore[arg-type]
-    )
+    return ask_parts(server, parts, **kw)
 
 
 def answer(server: LiveServer, image: bytes | None, question: str = QUESTION) -> str:

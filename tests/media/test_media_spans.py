@@ -4,13 +4,16 @@ that never end inside an image (no model: the engine's pure parts)."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from backend.engine.admission import Admission, UnifiedAdmission
+from backend.engine.media.media_errors import MediaError
 from backend.engine.media.media_span import (
     MediaSpan,
     placeholder_ids,
     whole_media_prefix,
 )
+from backend.engine.media.projector_loading import batched_media
 from backend.engine.sequence import Sequence
 from backend.engine.step_planner import plan_step
 from tests.engine.scheduling_fakes import RecordingKv, decode, make_seq
@@ -93,3 +96,17 @@ def test_a_cached_prompt_with_another_image_reuses_only_the_text_before_it() -> 
     other.prompt_array = np.asarray(other.tokens, dtype=np.int32)
     assert policy.admit(other, running) is Admission.ADMITTED
     assert other.cached_tokens == len(before)
+
+
+def test_a_causal_span_longer_than_a_batch_is_decoded_in_batch_sized_pieces() -> None:
+    """Audio (750 positions a clip) and causal images: pieces of one batch, in order,
+    covering the span's positions and embeddings exactly; a non-causal image must fit."""
+    embd = np.arange(750 * 4, dtype=np.float32).reshape(750, 4)
+    clip = MediaSpan(10, 750, "cd" * 32, embd)
+    pieces = batched_media([clip], 800, n_batch=512, n_ubatch=256, scored=False)
+    assert [(p.start, p.n_tokens) for p in pieces] == [(10, 512), (522, 238)]
+    assert np.array_equal(np.concatenate([p.embd for p in pieces]), embd)
+    image = MediaSpan(10, 300, "ab" * 32, embd[:300], non_causal=True)
+    with pytest.raises(MediaError, match="micro-batch"):
+        batched_media([image], 800, n_batch=512, n_ubatch=256, scored=False)
+    assert batched_media([image], 800, n_batch=512, n_ubatch=512, scored=False) == [image]

@@ -153,6 +153,8 @@ def test_generated_command_line_parses_back_to_the_same_settings(
         media_max_images=3,
         media_max_mib=2.5,
         media_max_pixels=1000,
+        allow_remote_media=True,
+        media_path="/media",
     )
     server = ServerSettings(
         host="0.0.0.0",

@@ -33,6 +33,18 @@ class MediaSpan:
     def end(self) -> int:
         return self.start + self.n_tokens
 
+    def pieces(self, size: int) -> list[MediaSpan]:
+        """This span as consecutive spans of at most ``size`` positions (for causal
+        attention only: decoded one after another, they are the same as one call)."""
+        if self.n_tokens <= size:
+            return [self]
+        return [
+            MediaSpan(
+                self.start + k, min(size, self.n_tokens - k), self.digest, self.embd[k : k + size]
+            )
+            for k in range(0, self.n_tokens, size)
+        ]
+
 
 def placeholder_ids(digest: str, n_tokens: int) -> list[int]:
     """The token ids an image of this content hash stands for in a prompt."""

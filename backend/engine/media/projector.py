@@ -1,12 +1,13 @@
 """A model's multimodal projector (``--mmproj``), through libmtmd.
 
-It turns a rendered prompt, with a media marker where each image goes, into the prompt's
-tokens and one :class:`MediaSpan` per image: libmtmd tokenises the text around the markers
-(adding the model's own image delimiters) and its vision encoder turns each image into
-embeddings, copied out at once. Encoding runs on the request's thread, before the request
-reaches the scheduler, so a long encode never holds up another stream's step; one encode
-runs at a time (libmtmd keeps one output buffer). Recently encoded images are kept by
-content hash: an agent that sends the same screenshot again encodes it once.
+It turns a rendered prompt, with a media marker where each image or audio clip goes, into
+the prompt's tokens and one :class:`MediaSpan` per image or clip: libmtmd tokenises the
+text around the markers (adding the model's own delimiters) and its vision or audio
+encoder turns each into embeddings, copied out at once. Encoding runs on the request's
+thread, before the request reaches the scheduler, so a long encode never holds up another
+stream's step; one encode runs at a time (libmtmd keeps one output buffer). Recently
+encoded media are kept by content hash: an agent that sends the same screenshot again
+encodes it once.
 """
 
 from __future__ import annotations
@@ -26,8 +27,9 @@ import numpy as np
 from llama_cpp import mtmd_cpp as mtmd
 
 from backend.engine.errors import ModelLoadError
-from backend.engine.media.image_decode import DecodedImage
+from backend.engine.media.audio_clip import AudioClip
 from backend.engine.media.media_errors import MediaError
+from backend.engine.media.media_item import MediaItem
 from backend.engine.media.media_span import MediaSpan, placeholder_ids
 from backend.engine.stats_model import MediaStats
 from backend.llama.log_hook import route_mtmd_log
@@ -104,47 +106,65 @@ class Projector:
     def tokenize(
         self,
         text: str,
-        images: list[DecodedImage],
+        media: list[MediaItem],
         *,
         add_special: bool,
         cancelled: Callable[[], bool] = lambda: False,
     ) -> MediaPrompt:
-        """Tokenise ``text`` (one :data:`MARKER` per image, in order) and encode the
-        images. MediaError when libmtmd refuses them; EncodeCancelled when ``cancelled``
-        turns true between two images."""
-        if images and not self.vision:
-            raise MediaError(f"the projector {self.path.name} takes no images", param="messages")
-        bitmaps = (mtmd.mtmd_bitmap_p_ctypes * max(len(images), 1))()
-        made: list[object] = []
+        """Tokenise ``text`` (one :data:`MARKER` per image or clip, in order) and encode
+        the media. MediaError when libmtmd refuses them; EncodeCancelled when ``cancelled``
+        turns true between two encodes."""
+        bitmaps = (mtmd.mtmd_bitmap_p_ctypes * max(len(media), 1))()
+        made: list[mtmd.mtmd_bitmap_p] = []
         chunks = mtmd.mtmd_input_chunks_init()
         try:
-            for i, image in enumerate(images):
-                pixels = (ctypes.c_uint8 * len(image.rgb)).from_buffer_copy(image.rgb)
-                bitmap = mtmd.mtmd_bitmap_init(image.width, image.height, pixels)
-                if not bitmap:
-                    raise MediaError(f"image {i}: libmtmd could not take it", param="messages")
+            for i, item in enumerate(media):
+                bitmap = self._bitmap(item, i)
                 made.append(bitmap)
-                mtmd.mtmd_bitmap_set_id(bitmap, self._image_id(image).encode())
+                mtmd.mtmd_bitmap_set_id(bitmap, self._media_id(item.digest).encode())
                 bitmaps[i] = bitmap
             encoded = text.encode("utf-8")
             inp = mtmd.mtmd_input_text(encoded, len(encoded), add_special, True)
-            rc = mtmd.mtmd_tokenize(self.ctx, chunks, ctypes.byref(inp), bitmaps, len(images))
+            rc = mtmd.mtmd_tokenize(self.ctx, chunks, ctypes.byref(inp), bitmaps, len(media))
             if rc == 1:
                 raise MediaError(
-                    f"the prompt has a different number of media markers than the {len(images)} "
-                    "images sent",
+                    f"the prompt has a different number of media markers than the {len(media)} "
+                    "images and clips sent",
                     param="messages",
                 )
             if rc != 0:
-                raise MediaError(f"libmtmd could not preprocess the images (error {rc})")
+                raise MediaError(f"libmtmd could not preprocess the media (error {rc})")
             return self._read_chunks(chunks, cancelled)
         finally:
             mtmd.mtmd_input_chunks_free(chunks)
             for bitmap in made:
                 mtmd.mtmd_bitmap_free(bitmap)
 
-    def _image_id(self, image: DecodedImage) -> str:
-        return hashlib.sha256(f"{image.digest}:{self._fingerprint}".encode()).hexdigest()
+    def _bitmap(self, item: MediaItem, i: int) -> mtmd.mtmd_bitmap_p:
+        """libmtmd's bitmap for an image's pixels, or for a clip decoded (miniaudio, as
+        llama-server does) and resampled to the encoder's rate."""
+        if isinstance(item, AudioClip):
+            if not self.audio:
+                raise MediaError(f"the projector {self.path.name} takes no audio", param="messages")
+            buf = (ctypes.c_ubyte * len(item.data)).from_buffer_copy(item.data)
+            bitmap = mtmd.mtmd_helper_bitmap_init_from_buf(self.ctx, buf, len(item.data), False)
+            if not bitmap:
+                raise MediaError(
+                    f"audio {i}: the {item.format.upper()} data could not be decoded (corrupt "
+                    "or truncated?)",
+                    param="messages",
+                )
+            return bitmap
+        if not self.vision:
+            raise MediaError(f"the projector {self.path.name} takes no images", param="messages")
+        pixels = (ctypes.c_uint8 * len(item.rgb)).from_buffer_copy(item.rgb)
+        bitmap = mtmd.mtmd_bitmap_init(item.width, item.height, pixels)
+        if not bitmap:
+            raise MediaError(f"image {i}: libmtmd could not take it", param="messages")
+        return bitmap
+
+    def _media_id(self, digest: str) -> str:
+        return hashlib.sha256(f"{digest}:{self._fingerprint}".encode()).hexdigest()
 
     def _read_chunks(self, chunks: object, cancelled: Callable[[], bool]) -> MediaPrompt:
         tokens: list[int] = []
@@ -157,8 +177,6 @@ class Projector:
                 ptr = mtmd.mtmd_input_chunk_get_tokens_text(chunk, ctypes.byref(n))
                 tokens.extend(ptr[i] for i in range(n.value))
                 continue
-            if kind != mtmd.MTMD_INPUT_CHUNK_TYPE_IMAGE:
-                raise MediaError("audio input is not supported yet", param="messages")
             if cancelled():
                 raise EncodeCancelled
             n_tokens = int(mtmd.mtmd_input_chunk_get_n_tokens(chunk))
@@ -180,7 +198,7 @@ class Projector:
                 return kept
             t0 = time.perf_counter()
             if mtmd.mtmd_encode_chunk(self.ctx, chunk) != 0:
-                raise MediaError("the vision encoder failed on an image", param="messages")
+                raise MediaError("the encoder failed on an image or clip", param="messages")
             self.encoded += 1
             self.encode_s += time.perf_counter() - t0
             out = mtmd.mtmd_get_output_embd(self.ctx)

@@ -41,20 +41,29 @@ def load_projector(
     return projector
 
 
-def check_media(
+def batched_media(
     media: list[MediaSpan], n_prompt: int, *, n_batch: int, n_ubatch: int, scored: bool
-) -> None:
-    """A prompt's images must each fit one call (one micro-batch when decoded with
-    non-causal attention), text must end the prompt, and no image is scored."""
+) -> list[MediaSpan]:
+    """A prompt's media as the scheduler decodes them, a span a call. A span read with
+    causal attention (audio, most images) longer than a batch is cut into batch-sized
+    pieces, decoded one after another as llama-server does; one read with non-causal
+    attention (Gemma 3's images) must fit one micro-batch. Text must end the prompt, and
+    no image is scored."""
     if scored:
         raise MediaError("prompt_logprobs cannot score a prompt with images", param="messages")
+    out: list[MediaSpan] = []
     for span in media:
-        room = min(n_batch, n_ubatch) if span.non_causal else n_batch
+        if not span.non_causal:
+            out.extend(span.pieces(n_batch))
+            continue
+        room = min(n_batch, n_ubatch)
         if span.n_tokens > room:
             raise MediaError(
-                f"an image takes {span.n_tokens} tokens, more than one batch holds ({room}): "
-                "raise --batch-size and --ubatch-size",
+                f"an image takes {span.n_tokens} tokens, more than one micro-batch holds "
+                f"({room}): raise --batch-size and --ubatch-size",
                 param="messages",
             )
+        out.append(span)
     if media and media[-1].end >= n_prompt:
         raise MediaError("a prompt cannot end with an image", param="messages")
+    return out

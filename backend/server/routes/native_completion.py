@@ -22,6 +22,7 @@ from backend.engine.media.media_span import MediaSpan
 from backend.engine.media.projector import MediaPrompt
 from backend.engine.request_types import ErrorEvent, FinishEvent, SamplingParams, TokenEvent
 from backend.server.auth import require_api_key
+from backend.server.chat_preparation import engine_media
 from backend.server.errors import ApiError
 from backend.server.generation import (
     ChoiceStreams,
@@ -34,7 +35,6 @@ from backend.server.generation import (
     sse,
     sse_error,
 )
-from backend.server.media_parts import MediaCollector
 from backend.server.native.completion_request import (
     MultimodalPrompt,
     NativeCompletionRequest,
@@ -99,19 +99,13 @@ def prompt_tokens(prompt: str | list[Any], engine: Engine) -> list[list[int]]:
 
 def multimodal_prompt(prompt: MultimodalPrompt, engine: Engine) -> MediaPrompt:
     """The tokens and images of llama-server's prompt object (BOS added, as for text)."""
-    if prompt.multimodal_data and not engine.accepts_images:
-        raise ApiError(
-            400,
-            f"prompt.multimodal_data holds images; {engine.model_id} takes text only",
-            param="prompt",
-        )
-    media = MediaCollector(engine.settings.media_limits())
+    media = engine_media(engine)
     for i, data in enumerate(prompt.multimodal_data):
-        media.add({"image_url": {"url": data}}, f"prompt.multimodal_data[{i}]")
-    if not media.images:
+        media.add_base64(data, f"prompt.multimodal_data[{i}]")
+    if not media.items:
         tokens = engine.tokenize(prompt.prompt_string, add_special=True, parse_special=True)
         return MediaPrompt(tokens, [])
-    return engine.tokenize_with_media(prompt.prompt_string, media.images, add_special=True)
+    return engine.tokenize_with_media(prompt.prompt_string, media.items, add_special=True)
 
 
 def _is_int(text: str) -> bool:
