@@ -37,6 +37,8 @@ from backend.engine.sequence import Sequence
 from backend.engine.speculative.speculator import Speculator
 from backend.engine.stats_model import ModelStats, StatsSnapshot
 from backend.engine.stop_detector import StopDetector
+from backend.gguf_file.gguf_header import read_gguf_header
+from backend.gguf_file.model_capabilities import capabilities
 from backend.settings.default_model import DEFAULT_MODEL_ID, default_model_path, resolve_model_path
 from backend.settings.engine_settings import EngineSettings
 from backend.system import system_snapshot
@@ -113,6 +115,19 @@ class Engine:
     @property
     def accepts_audio(self) -> bool:
         return self.projector is not None and self.projector.audio
+
+    @cached_property
+    def capabilities(self) -> list[str]:
+        """Ollama's capability names for the served model (``model_capabilities``): the
+        loaded model's own facts, its template as served."""
+        pooling = read_gguf_header(self.model_path).arch_get("pooling_type")
+        return capabilities(
+            generates=self.can_generate,
+            embeds=not self.can_generate or (isinstance(pooling, int) and pooling in (1, 2, 3)),
+            template=self.chat_template.source if self.can_generate else None,
+            fim=self.runtime.fim_tokens() is not None,
+            modalities=self.modalities(),
+        )
 
     def modalities(self) -> dict[str, bool]:
         """What the model reads besides text (llama-server's ``/props`` shape)."""

@@ -10,28 +10,12 @@ import logging
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from backend.gguf_file.model_capabilities import EMBEDDING_ARCHITECTURES, file_facts
 from backend.gguf_file.projector_file import mmproj_beside, projector_modalities
 from backend.hub.library import ModelLibrary, describe_gguf
 from backend.router.errors import UnknownModelError
 
 log = logging.getLogger(__name__)
-
-
-# Architectures whose llama.cpp context has no KV cache and that embed: they serve
-# /v1/embeddings only (the engine finds the same from the context: no memory, not diffusion).
-EMBEDDING_ARCHITECTURES = frozenset(
-    {
-        "bert",
-        "modern-bert",
-        "nomic-bert",
-        "nomic-bert-moe",
-        "neo-bert",
-        "jina-bert-v2",
-        "jina-bert-v3",
-        "eurobert",
-        "gemma-embedding",
-    }
-)
 
 
 @dataclass(frozen=True)
@@ -47,6 +31,10 @@ class CatalogEntry:
         if self.mmproj is None:
             return {"vision": False, "audio": False}
         return projector_modalities(self.path.parent / self.mmproj)
+
+    def facts(self) -> tuple[list[str], int | None]:
+        """Its capabilities (Ollama's names) and trained context length, from its files."""
+        return file_facts(self.path, self.modalities())
 
     def names(self) -> set[str]:
         return {n.casefold() for n in (self.model_id, self.path.name, self.path.stem)}

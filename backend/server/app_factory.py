@@ -36,6 +36,8 @@ from backend.server.routes import (
     native_completion,
     native_props,
     native_slots,
+    ollama_inference,
+    ollama_models,
     rerank,
     responses,
     tokenize,
@@ -118,8 +120,11 @@ def create_app(
         native_completion,
         native_props,
         native_slots,
+        ollama_inference,
+        ollama_models,
     ):
         app.include_router(module.router)
+    app.include_router(ollama_models.public)
     _add_docs(app)
     return app
 
@@ -135,7 +140,7 @@ def install_edge(app: FastAPI, server_settings: ServerSettings) -> None:
         ShapedCORSMiddleware,
         allow_origins=server_settings.cors_origins,
         allow_origin_regex=LOOPBACK_ORIGINS,
-        allow_methods=["GET", "POST", "OPTIONS"],
+        allow_methods=["GET", "POST", "DELETE", "OPTIONS"],
         allow_headers=["*"],  # the OpenAI SDKs add their own x-stainless-* headers
     )
     if is_loopback(server_settings.host):  # against DNS rebinding (host_check.py)

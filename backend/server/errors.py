@@ -1,5 +1,6 @@
 """OpenAI-shaped error bodies: ``{"error": {"message", "type", "param", "code"}}``; under
-``/v1/messages``, Anthropic's ``{"type": "error", "error": {"type", "message"}}``."""
+``/v1/messages``, Anthropic's ``{"type": "error", "error": {"type", "message"}}``; under
+``/api/``, Ollama's ``{"error": "..."}``."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from backend.engine.errors import (
 )
 from backend.engine.media.media_errors import MediaError
 from backend.server.anthropic import errors as anthropic_errors
+from backend.server.ollama import errors as ollama_errors
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +58,8 @@ def error_body_for_path(
     OpenAI's elsewhere (for the answers made before routing: the body limit, the Host check)."""
     if anthropic_errors.is_messages_path(path):
         return anthropic_errors.error_body(status, message)
+    if ollama_errors.is_ollama_path(path):
+        return ollama_errors.error_body(message)
     return error_body(message, type_, None, code)
 
 
@@ -69,6 +73,8 @@ def _response(err: ApiError, request: Request) -> JSONResponse:
     message = _printable(err.message) or ""
     if anthropic_errors.is_messages_path(request.url.path):
         body = anthropic_errors.error_body(err.status, message)
+    elif ollama_errors.is_ollama_path(request.url.path):
+        body = ollama_errors.error_body(message)
     else:
         body = error_body(message, err.type, _printable(err.param), err.code)
     return JSONResponse(body, status_code=err.status, headers=err.headers)

@@ -53,6 +53,7 @@ def model_card(entry: PoolEntry, request: Request) -> dict[str, Any]:
         card["architecture"] = facts.architecture
         card["type"] = facts.model_type  # "embeddings" serves /v1/embeddings only
         card["modalities"] = facts.modalities()
+        card["capabilities"], card["context_length"] = facts.facts()
     if entry.state == "loaded":
         card["idle_s"] = round(max(0.0, time.monotonic() - entry.last_used), 1)
     card["path"] = str(entry.path) if shows_local_paths(request) else entry.path.name

@@ -20,6 +20,8 @@ def model_card(request: Request) -> dict[str, Any]:
         "object": "model",
         "created": engine.created,
         "owned_by": "quantdesk",
+        "capabilities": engine.capabilities,
+        "context_length": engine.n_ctx,
         "meta": {
             "path": str(path),
             "n_ctx": engine.n_ctx,
@@ -27,6 +29,7 @@ def model_card(request: Request) -> dict[str, Any]:
             "n_params": engine.runtime.info.n_params,
             "size": engine.runtime.info.size_bytes,
             "modalities": engine.modalities(),
+            "capabilities": engine.capabilities,
             "mmproj": engine.projector.path.name if engine.projector else None,
         },
     }

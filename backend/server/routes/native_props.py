@@ -78,6 +78,7 @@ async def props(request: Request) -> dict[str, Any]:
         "model_alias": engine.model_id,
         "model_path": engine.model_path.name,
         "modalities": engine.modalities(),
+        "capabilities": engine.capabilities,
         "endpoint_slots": True,
         "endpoint_props": True,
         "endpoint_metrics": True,
