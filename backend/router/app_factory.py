@@ -14,10 +14,11 @@ from fastapi.responses import JSONResponse
 from backend.router.errors import RouterError
 from backend.router.model_pool import ModelPool
 from backend.router.proxy import new_upstream_client
-from backend.router.routes import model_reads, models, monitoring, proxied
+from backend.router.routes import model_reads, models, monitoring, ollama_library, proxied
 from backend.router.upstream import UpstreamPool
 from backend.server.app_factory import install_edge
 from backend.server.errors import ApiError
+from backend.server.routes import ollama_models
 from backend.settings import ServerSettings
 
 log = logging.getLogger(__name__)
@@ -88,7 +89,9 @@ def create_router_app(
         models,
         monitoring,
         model_reads,
+        ollama_library,
         proxied,
     ):  # proxied last: it takes every other POST
         app.include_router(module.router)
+    app.include_router(ollama_models.public)
     return app

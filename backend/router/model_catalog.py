@@ -54,6 +54,10 @@ class ModelCatalog:
         self._entries: dict[str, CatalogEntry] = {}
         self.refresh()
 
+    @property
+    def library(self) -> ModelLibrary | None:
+        return self._library
+
     def refresh(self) -> None:
         """Scan the library again. The header facts of a file are read once per (path,
         size, mtime) (``backend.hub.library``'s cache): a poll of /v1/models re-reads only a
