@@ -78,6 +78,7 @@ MODEL_FIXTURES = frozenset(
         "vlm_server",
         "tiny_audio_lm",
         "audio_server",
+        "ollama_server",
         "live_server",
         "slot_server",
         "either_kv_server",

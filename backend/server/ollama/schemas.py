@@ -54,6 +54,8 @@ class _Generating(_Lenient):
 class OllamaChatRequest(_Generating):
     messages: list[OllamaMessage] = Field(default_factory=list, max_length=4096)
     tools: list[dict[str, Any]] | None = None
+    # QuantDesk's: chat's tool_choice ("required" or a named function), which Ollama lacks
+    tool_choice: str | dict[str, Any] | None = None
 
 
 class OllamaGenerateRequest(_Generating):

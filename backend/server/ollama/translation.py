@@ -118,6 +118,8 @@ def chat_request(body: OllamaChatRequest) -> ChatCompletionRequest:
     fields["messages"] = [_message(m, i) for i, m in enumerate(body.messages)]
     if body.tools:
         fields["tools"] = body.tools
+        if body.tool_choice is not None:
+            fields["tool_choice"] = body.tool_choice
     return _chat_request(fields)
 
 

@@ -31,7 +31,7 @@ from backend.server.generation import (
 )
 from backend.server.ollama.answer import Answer, Kind, created_at, ndjson_lines, pieces, whole
 from backend.server.ollama.names import served_name
-from backend.server.ollama.options import repeat_last_n, sampling_fields
+from backend.server.ollama.options import keep_alive_seconds, repeat_last_n, sampling_fields
 from backend.server.ollama.schemas import OllamaChatRequest, OllamaGenerateRequest
 from backend.server.ollama.translation import chat_request, generate_request, wants_thinking
 from backend.server.schemas import CompletionRequest
@@ -101,6 +101,7 @@ async def _templated(
 @router.post("/api/chat", response_model=None)
 async def ollama_chat(body: OllamaChatRequest, request: Request) -> Response:
     engine = engine_for(request, served_name(body.model))
+    keep_alive_seconds(body.keep_alive)  # checked; the router's to act on
     if not body.messages:
         return _loaded("chat", body.model, body.keep_alive)
     _check(engine, body.model, tools=bool(body.tools))
@@ -122,6 +123,7 @@ def _raw_prompt(body: OllamaGenerateRequest, engine: Engine) -> list[int]:
 @router.post("/api/generate", response_model=None)
 async def ollama_generate(body: OllamaGenerateRequest, request: Request) -> Response:
     engine = engine_for(request, served_name(body.model))
+    keep_alive_seconds(body.keep_alive)
     if not body.prompt and not body.images and body.suffix is None:
         return _loaded("generate", body.model, body.keep_alive)
     _check(engine, body.model, tools=False)
