@@ -200,3 +200,27 @@ def test_llama_servers_completion_takes_multimodal_data(vlm_server: LiveServer) 
         timeout=60,
     )
     assert mismatch.status_code == 400
+
+
+def test_ollama_images_read_as_chat_image_parts(vlm_server: LiveServer) -> None:
+    """Ollama's ``images`` (base64, through the official client) on chat and generate: the
+    same image tokens as chat's ``image_url``, and ``vision`` among the capabilities."""
+    import ollama
+
+    c = ollama.Client(host=vlm_server.base_url)
+    assert "vision" in (c.show("model").capabilities or [])
+    image = picture("red-square")
+    reply = c.chat(
+        model="model",
+        messages=[{"role": "user", "content": QUESTION, "images": [image]}],
+        options={"temperature": 0, "num_predict": 12},
+    )
+    assert reply.message.content == answer(vlm_server, image)
+    assert (reply.prompt_eval_count or 0) >= TOKENS_PER_IMAGE
+    generated = c.generate(
+        model="model", prompt=QUESTION, images=[image], options={"temperature": 0, "num_predict": 4}
+    )
+    assert (generated.prompt_eval_count or 0) >= TOKENS_PER_IMAGE
+    with pytest.raises(ollama.ResponseError) as info:
+        c.chat(model="model", messages=[{"role": "user", "content": "?", "images": [b"junk"]}])
+    assert info.value.status_code == 400

@@ -221,8 +221,8 @@ async def delete(body: OllamaModelRequest, request: Request) -> Response:
 
 @router.post("/api/copy")
 async def copy(body: OllamaCopyRequest, request: Request) -> Response:
-    """The source under a second name: a hard link (a copy where links are refused) in the
-    library folder, as Ollama's copy shares the source's blobs."""
+    """The source under a second name in the library folder: a hard link, as Ollama's copy
+    shares the source's blobs (a copy where that cannot be)."""
     entry = await _entry(request, body.source)
     library = _library(request)
     dest_name = library_id(None, body.destination)
@@ -237,11 +237,17 @@ async def copy(body: OllamaCopyRequest, request: Request) -> Response:
         raise ApiError(400, f'destination "{body.destination}" already exists', param="destination")
 
     def link(source: Path) -> None:
+        """A hard link to a library file; a copy of one outside it (the embedded model, a
+        linked file), which the copy's delete must never reach."""
         target.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            os.link(source.resolve(), target)
-        except OSError:
-            shutil.copyfile(source, target)
+        real = source.resolve()
+        if real.is_relative_to(library.root.resolve()):
+            try:
+                os.link(real, target)
+                return
+            except OSError:
+                pass
+        shutil.copyfile(real, target)
 
     await asyncio.to_thread(link, entry.path)
     await asyncio.to_thread(pool_of(request).catalog.refresh)
