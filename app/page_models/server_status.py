@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from app.page_models.ollama_snippets import OLLAMA_SNIPPETS
 from app.page_models.server_command import base_url
 from app.page_models.server_errors import ServerProcessError, failure_title
 from app.page_models.snippets import SNIPPETS
@@ -118,12 +119,15 @@ class Endpoint:
     url: str  # http://host:port
     model: str
     api_key: str
+    ollama_url: str = ""  # where Ollama's clients reach it (default: url)
 
     @classmethod
     def of(cls, knobs: ServerKnobs, port: int | None = None) -> Endpoint:
         """The endpoint of ``knobs``, on ``port`` when the server told it (a running one)."""
         listen = port if port is not None else knobs.port or DEFAULT_PORT
-        return cls(base_url(knobs.host, listen), served_model(knobs.model), knobs.api_key)
+        url = base_url(knobs.host, listen)
+        ollama = f"http://127.0.0.1:{knobs.ollama_port}" if knobs.ollama_port else url
+        return cls(url, served_model(knobs.model), knobs.api_key, ollama)
 
     @property
     def api_url(self) -> str:
@@ -131,4 +135,7 @@ class Endpoint:
 
     def snippets(self) -> list[tuple[str, str]]:
         """(title, code) of each copy-paste snippet."""
-        return [(title, write(self.url, self.model, self.api_key)) for title, write in SNIPPETS]
+        ollama = self.ollama_url or self.url
+        return [(title, write(self.url, self.model, self.api_key)) for title, write in SNIPPETS] + [
+            (title, write(ollama, self.model, self.api_key)) for title, write in OLLAMA_SNIPPETS
+        ]

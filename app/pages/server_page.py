@@ -18,6 +18,7 @@ from annotated_types import Ge, Le
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QShowEvent
 from PySide6.QtWidgets import (
+    QCheckBox,
     QComboBox,
     QFormLayout,
     QGridLayout,
@@ -66,6 +67,7 @@ from app.pages.server_resident_view import ResidentModelsBox
 from app.pages.server_status_view import EndpointBox, ServerLogBox, StatusBox
 from app.pages.server_workers_view import WORKERS_TIP, ShareBox, WorkersBox
 from app.storage.app_settings import AppSettings, ServerKnobs
+from app.widgets.checkbox_style import use_visible_checkboxes
 from app.widgets.common import Banner, page_header
 from app.widgets.fit_bar import FitBar
 from app.workers.library_events import library_events
@@ -110,6 +112,7 @@ def _knob_spin(name: str, step: int = 1, special: str | None = None) -> QSpinBox
 
 
 AUTO = -1  # a budget spin box's "auto" (the knob's None: sized by the server)
+OLLAMA_PORT = 11434  # where Ollama's clients look by default
 
 
 def _budget_spin(name: str) -> QSpinBox:
@@ -377,6 +380,15 @@ class ServerPage(QWidget):
         form.addRow("Port", self.port_spin)
         form.addRow("API key", self.key_edit)
         form.addRow("CORS origins", self.cors_edit)
+        self.ollama_check = QCheckBox(f"Answer Ollama clients on port {OLLAMA_PORT}")
+        self.ollama_check.setToolTip(
+            "Zed, JetBrains, Continue, Open WebUI and VS Code Copilot look for Ollama on "
+            f"http://localhost:{OLLAMA_PORT}: answer there too (loopback only). Not while "
+            "Ollama itself runs."
+        )
+        self.ollama_check.toggled.connect(self._on_knob_changed)
+        form.addRow("", self.ollama_check)
+        use_visible_checkboxes(box)
         for edit in (self.host_edit, self.key_edit, self.cors_edit):
             edit.textChanged.connect(self._on_knob_changed)
         self.port_spin.valueChanged.connect(self._on_knob_changed)
@@ -440,6 +452,7 @@ class ServerPage(QWidget):
         self.port_spin.setValue(k.port)
         self.key_edit.setText(k.api_key)
         self.cors_edit.setText(", ".join(k.cors_origins))
+        self.ollama_check.setChecked(k.ollama_port is not None)
         self.workers_box.set_workers(parse_workers(k.rpc))
         self.workers_box.set_split(k.tensor_split, k.split_mode)
         self._show_rpc_tab_titles()
@@ -459,6 +472,7 @@ class ServerPage(QWidget):
             "host": self.host_edit.text().strip() or "127.0.0.1",
             "api_key": self.key_edit.text().strip(),
             "cors_origins": origins,
+            "ollama_port": OLLAMA_PORT if self.ollama_check.isChecked() else None,
             "rpc": join_workers(self.workers_box.workers()),
             "tensor_split": self.workers_box.tensor_split(),
             "split_mode": self.workers_box.split_mode_combo.currentText(),

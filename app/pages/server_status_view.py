@@ -16,6 +16,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.page_models.ollama_snippets import OLLAMA_SNIPPETS
 from app.page_models.server_status import Endpoint, StatusView
 from app.page_models.snippets import SNIPPETS
 from app.widgets.common import StatusLight, log_view, set_button_role
@@ -88,7 +89,7 @@ class EndpointBox(QGroupBox):
         v.addLayout(row)
         self.snippet_tabs = QTabWidget()
         self.snippet_edits: list[QPlainTextEdit] = []
-        for title, _write in SNIPPETS:
+        for title, _write in (*SNIPPETS, *OLLAMA_SNIPPETS):
             edit = QPlainTextEdit()
             edit.setObjectName("Snippet")
             edit.setReadOnly(True)

@@ -65,6 +65,7 @@ def child_server_settings(router: ServerSettings, port_file: Path) -> ServerSett
             "cors_origins": [],
             "allowed_hosts": [],
             "insecure": False,
+            "ollama_port": None,  # the router's second listener, not the child's
         }
     )
 

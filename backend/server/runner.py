@@ -49,6 +49,19 @@ def bind_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
+def ollama_socket(port: int, main: socket.socket) -> socket.socket:
+    """The second listener of ``--ollama-port``, on loopback only; a taken port (Ollama
+    itself running, most often) is said plainly."""
+    try:
+        return bind_socket("127.0.0.1", port)
+    except ConfigError:
+        main.close()
+        raise ConfigError(
+            f"--ollama-port {port}: the port is taken (is Ollama itself running? stop it, "
+            "or choose another port)"
+        ) from None
+
+
 class UvicornHandle:
     """A uvicorn server on a bound socket; ``run()`` blocks, ``start_thread()`` does not.
     Subclasses build their app in ``__init__`` (with :meth:`_load_failed` as the app's
@@ -65,6 +78,9 @@ class UvicornHandle:
         host = server_settings.host
         shown = f"[{host}]" if ":" in host else host
         self.base_url = f"http://{shown}:{self.port}"
+        self.sockets = [self.sock]
+        if server_settings.ollama_port is not None:
+            self.sockets.append(ollama_socket(server_settings.ollama_port, self.sock))
         self._settings = server_settings
         self._thread: threading.Thread | None = None
 
@@ -86,13 +102,15 @@ class UvicornHandle:
 
     def run(self) -> None:
         log.info("%s listening on %s", self.server_name, self.base_url)
-        self.server.run(sockets=[self.sock])
+        if len(self.sockets) > 1:
+            log.info("answering Ollama clients on http://127.0.0.1:%d too", self.ollama_port)
+        self.server.run(sockets=self.sockets)
         if self.load_error:
             raise ModelLoadError(self.load_error)
 
     def start_thread(self) -> None:
         self._thread = threading.Thread(
-            target=self.server.run, kwargs={"sockets": [self.sock]}, name="uvicorn", daemon=True
+            target=self.server.run, kwargs={"sockets": self.sockets}, name="uvicorn", daemon=True
         )
         self._thread.start()
 
@@ -100,7 +118,12 @@ class UvicornHandle:
         self.server.should_exit = True
         if self._thread is not None:
             self._thread.join(timeout=self.join_timeout_s)
-        self.sock.close()
+        for sock in self.sockets:
+            sock.close()
+
+    @property
+    def ollama_port(self) -> int | None:
+        return self.sockets[1].getsockname()[1] if len(self.sockets) > 1 else None
 
 
 class ServerHandle(UvicornHandle):

@@ -33,6 +33,14 @@ class ListenSettings(BaseModel):
         "loopback origins (http(s)://localhost, 127.0.0.1, [::1], any port) are always allowed",
         json_schema_extra={"flags": ["--cors-origin"]},
     )
+    ollama_port: int | None = Field(
+        default=None,
+        ge=1,
+        le=65_535,
+        description="Also answer on this loopback port (Ollama's is 11434), for clients that "
+        "expect Ollama there: the same routes and checks as the main port",
+        json_schema_extra={"flags": ["--ollama-port"]},
+    )
 
 
 class ServerSettings(BaseSettings, ListenSettings):

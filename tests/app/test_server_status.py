@@ -3,6 +3,11 @@ failure offers, and the URL and snippets clients get."""
 
 from __future__ import annotations
 
+import json
+
+import yaml
+
+from app.page_models.ollama_snippets import OLLAMA_SNIPPETS
 from app.page_models.server_errors import ServerProcessError
 from app.page_models.server_status import (
     Endpoint,
@@ -57,7 +62,8 @@ def test_the_endpoint_names_the_model_and_the_port_clients_dial() -> None:
     running = Endpoint.of(knobs, 40123)
     assert running.url == "http://127.0.0.1:40123"
     snippets = running.snippets()
-    assert [title for title, _code in snippets] == [title for title, _write in SNIPPETS]
+    titles = [title for title, _write in (*SNIPPETS, *OLLAMA_SNIPPETS)]
+    assert [title for title, _code in snippets] == titles
     assert all("40123" in code for _title, code in snippets)
     assert any("My-Model-Q4_K_M" in code for _title, code in snippets)
     assert served_model("default") == "SmolLM2-135M-Instruct"
@@ -77,3 +83,28 @@ def test_the_cpu_path_line_says_the_path_the_buffers_and_why() -> None:
     assert on == "CPU path: AMX (AMX, CPU_REPACK) · extra buffer types on (probe passed)"
     off = cpu_path_text("plain", "extra buffer types off: probe child died on SIGILL", ["AMX"])
     assert off == "CPU path: plain · extra buffer types off: probe child died on SIGILL"
+
+
+def test_the_ollama_setups_render_and_point_at_the_ollama_port() -> None:
+    """Each client's setup parses as its file format and names the Ollama URL (11434 when
+    the server answers there) and the model by its Ollama name."""
+    knobs = ServerKnobs(model="/lib/My-Model-Q4_K_M.gguf", port=8080, ollama_port=11434)
+    setups = dict(Endpoint.of(knobs, 40123).snippets())
+    for title, _write in OLLAMA_SNIPPETS:
+        assert "http://127.0.0.1:11434" in setups[title], title
+        assert "My-Model-Q4_K_M:latest" in setups[title], title
+
+    def json_part(code: str) -> dict[str, object]:
+        return json.loads("\n".join(ln for ln in code.splitlines() if not ln.startswith("//")))
+
+    zed = json_part(setups["Zed"])["language_models"]["ollama"]  # type: ignore[index]
+    assert zed["api_url"] == "http://127.0.0.1:11434"
+    assert zed["available_models"][0]["supports_tools"] is True
+    copilot = json_part(setups["VS Code Copilot"])
+    assert copilot == {"github.copilot.chat.byok.ollamaEndpoint": "http://127.0.0.1:11434"}
+    (model,) = yaml.safe_load(setups["Continue (Ollama)"])["models"]
+    assert model["provider"] == "ollama" and model["apiBase"] == "http://127.0.0.1:11434"
+    assert "OLLAMA_BASE_URL=http://127.0.0.1:11434" in setups["Open WebUI"]
+    # without the second port, the main one (which answers Ollama's routes too)
+    plain = dict(Endpoint.of(knobs.model_copy(update={"ollama_port": None}), 40123).snippets())
+    assert "http://127.0.0.1:40123" in plain["Zed"]
