@@ -21,6 +21,7 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+@pytest.mark.model
 def test_the_second_port_answers_ollama_clients_with_the_same_key() -> None:
     port = _free_port()
     settings = ServerSettings(port=0, ollama_port=port, api_key="secret")
@@ -37,7 +38,8 @@ def test_the_second_port_answers_ollama_clients_with_the_same_key() -> None:
             model="SmolLM2-135M-Instruct", prompt="Hi", options={"num_predict": 2}
         )
         assert answer.done
-        bad_host = httpx.get(f"{ollama_url}/api/tags", headers={"Host": "evil.example"}, timeout=10)
+        evil = {"Host": "evil.example"}
+        bad_host = httpx.get(f"{ollama_url}/api/tags", headers=evil, timeout=10)
         assert bad_host.status_code == 403
     finally:
         handle.stop()
