@@ -70,6 +70,7 @@ class ModelFacts:
     n_layer: int = 0
     n_ctx_train: int | None = None
     params: int = 0
+    capabilities: tuple[str, ...] = ()  # Ollama's names, from the header and projector
 
 
 @lru_cache(maxsize=32)
@@ -101,10 +102,20 @@ def model_facts(value: str) -> ModelFacts | None:
             header.block_count,
             header.context_length,
             header.parameter_count,
+            _capabilities(path, header),
         )
     except (ImportError, QuantDeskError, OSError, ValueError) as exc:
         log.debug("could not read GGUF header of %s: %s", path, exc)
         return ModelFacts(path, size)
+
+
+def _capabilities(path: Path, header: Any) -> tuple[str, ...]:
+    from backend.gguf_file.model_capabilities import header_capabilities
+    from backend.gguf_file.projector_file import mmproj_beside, projector_modalities
+
+    projector = mmproj_beside(path)
+    modalities = projector_modalities(projector) if projector else {}
+    return tuple(header_capabilities(header, modalities))
 
 
 def describe(facts: ModelFacts) -> str:
@@ -125,4 +136,6 @@ def describe(facts: ModelFacts) -> str:
         parts.append(f"{facts.n_layer} layers")
     if facts.n_ctx_train:
         parts.append(f"trained ctx {facts.n_ctx_train:,}")
+    if extra := [c for c in facts.capabilities if c != "completion"]:
+        parts.append(", ".join(extra))
     return " · ".join(parts)

@@ -127,6 +127,11 @@ class ModelCard:
     idle_s: float | None = None
     error: str | None = None
     vision: bool | None = None  # it reads images (None: the server does not say)
+    capabilities: tuple[str, ...] = ()  # Ollama's names (tools, vision...), as served
+
+    def tags(self) -> str:
+        """What the model can do beyond completing text, for a picker: ``tools, vision``."""
+        return ", ".join(c for c in self.capabilities if c != "completion")
 
     @classmethod
     def of(cls, card: dict[str, Any]) -> ModelCard:
@@ -144,6 +149,7 @@ class ModelCard:
             idle_s=float(idle) if isinstance(idle, int | float) else None,
             error=str(error) if error else None,
             vision=_vision(card),
+            capabilities=_capabilities(card),
         )
 
 
@@ -252,6 +258,11 @@ def combine_snapshots(snapshots: list[StatsSnapshot]) -> StatsSnapshot | None:
             "ready": all(s.ready for s in snapshots),
         }
     )
+
+
+def _capabilities(card: dict[str, Any]) -> tuple[str, ...]:
+    caps = card.get("capabilities")
+    return tuple(str(c) for c in caps) if isinstance(caps, list) else ()
 
 
 def _vision(card: dict[str, Any]) -> bool | None:

@@ -455,8 +455,11 @@ class ChatPage(QWidget):
             words = _STATE_WORDS.get(card.state, card.state)
             name = card.id.rsplit("/", 1)[-1]  # the file's name; the full id as a tooltip
             text = name if card.state == "loaded" else f"{name}  ({words})"
+            if tags := card.tags():
+                text += f"  [{tags}]"
             self.model_combo.setItemText(i, text)
-            self.model_combo.setItemData(i, card.id, Qt.ItemDataRole.ToolTipRole)
+            tip = f"{card.id}\n{', '.join(card.capabilities)}" if card.capabilities else card.id
+            self.model_combo.setItemData(i, tip, Qt.ItemDataRole.ToolTipRole)
             widest = max(widest, metrics.horizontalAdvance(text))
         self.model_combo.view().setMinimumWidth(widest + 48)  # the open list shows it all
         self._show_picker()

@@ -81,6 +81,10 @@ def test_model_cards_and_resident_rows() -> None:
     # a single server's card has no status: its one model is loaded
     assert parse_models({"data": [{"id": "solo"}]}) == [ModelCard("solo", "loaded")]
     assert parse_models({"detail": "nope"}) == []
+    # what each model can do, as the server derives it (the pickers show all but completion)
+    seeing = parse_models({"data": [{"id": "v", "capabilities": ["completion", "vision"]}]})
+    assert seeing[0].capabilities == ("completion", "vision") and seeing[0].tags() == "vision"
+    assert cards[0].tags() == ""
 
 
 def test_all_models_adds_up_and_keeps_the_worst_latency() -> None:
@@ -160,3 +164,18 @@ def test_what_a_library_server_needs_to_apply_changed_knobs() -> None:
     )
     assert note(bigger, "org/coder", {"org/coder"}, {"ctx_size": 2048}) is None
     assert "outside the library" in str(note(coder, None, {DEFAULT_MODEL_ID}, {}))
+
+
+def test_the_model_pickers_facts_say_what_the_model_can_do(
+    tiny_vlm: tuple[Path, Path], smollm2_path: Path
+) -> None:
+    """The Server page's line under the picker: from the GGUF header and the projector
+    beside it, by the function every dialect uses."""
+    from app.page_models.model_choices import describe, model_facts
+
+    model, _mmproj = tiny_vlm
+    facts = model_facts(str(model))
+    assert facts is not None and facts.capabilities == ("completion", "vision")
+    assert describe(facts).endswith(" · vision")
+    plain = model_facts(str(smollm2_path))
+    assert plain is not None and plain.capabilities == ("completion",)
