@@ -13,6 +13,35 @@ from tests.ollama.conftest import GREEDY, MODEL, client
 from tests.server.conftest import LiveServer
 
 HELLO = [{"role": "user", "content": "Write one sentence about the sea."}]
+# Ollama's documented examples (its API reference): the last chunk of a chat, a tags entry
+DOC_FINAL = {
+    "model": "gemma4",
+    "created_at": "2025-10-17T23:14:07.414671Z",
+    "message": {"role": "assistant", "content": ""},
+    "done": True,
+    "done_reason": "stop",
+    "total_duration": 174560334,
+    "load_duration": 101397084,
+    "prompt_eval_count": 11,
+    "prompt_eval_duration": 13074791,
+    "eval_count": 18,
+    "eval_duration": 52479709,
+}
+DOC_TAG = {
+    "name": "gemma4:latest",
+    "model": "gemma4:latest",
+    "modified_at": "2025-10-03T23:34:03.409490317-07:00",
+    "size": 9608350245,
+    "digest": "c6eb396dbd5992bbe3f5cdb947e8bbc0ee413d7c17e2beaae69f5d569cf982eb",
+    "details": {
+        "parent_model": "",
+        "format": "gguf",
+        "family": "gemma4",
+        "families": ["gemma4"],
+        "parameter_size": "8.0B",
+        "quantization_level": "Q4_K_M",
+    },
+}
 
 
 def test_discovery_lists_shows_and_reports_the_model(ollama_server: LiveServer) -> None:
@@ -122,9 +151,12 @@ def test_ndjson_framing_is_what_ollama_sends(ollama_server: LiveServer) -> None:
     assert all(set(c) >= {"model", "created_at", "message", "done"} for c in chunks)
     assert chunks[-1]["done"] is True and all(not c["done"] for c in chunks[:-1])
     final = chunks[-1]
-    for key in ("total_duration", "prompt_eval_duration", "eval_duration"):
-        assert isinstance(final[key], int)
+    assert set(final) == set(DOC_FINAL)  # the fields of Ollama's documented example
+    assert {k: type(v) for k, v in final.items()} == {k: type(v) for k, v in DOC_FINAL.items()}
     assert final["created_at"].endswith("Z")
+    tags = httpx.get(f"{ollama_server.base_url}/api/tags", timeout=10).json()["models"][0]
+    assert {k: type(v) for k, v in tags.items()} == {k: type(v) for k, v in DOC_TAG.items()}
+    assert set(tags["details"]) == set(DOC_TAG["details"])  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(

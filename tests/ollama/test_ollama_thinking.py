@@ -1,0 +1,46 @@
+"""``think``: a model whose template opens a reasoning block streams its thinking in
+``message.thinking`` (``thinking`` on generate), and ``think: false`` leaves it out; a model
+without one answers ``think: true`` with Ollama's 400 (test_ollama_client)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import ollama
+import pytest
+
+from tests.ollama.conftest import GREEDY, MODEL
+from tests.server.conftest import LiveServer, start_server, wait_healthy
+
+# SmolLM2 never closes the block this template opens: all it writes is thinking
+THINKING_TEMPLATE = (
+    "{%- for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n"
+    "{%- endfor %}{%- if add_generation_prompt %}<|im_start|>assistant\n<think>\n{%- endif %}"
+)
+
+
+@pytest.fixture(scope="module")
+def thinking_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    template = tmp_path_factory.mktemp("thinking") / "think.jinja"
+    template.write_text(THINKING_TEMPLATE, encoding="utf-8")
+    server = start_server(ctx_size=4096, parallel=2, chat_template_file=str(template))
+    wait_healthy(server.base_url)
+    yield server
+    server.handle.stop()
+
+
+def test_thinking_is_its_own_field_and_think_false_leaves_it_out(
+    thinking_server: LiveServer,
+) -> None:
+    c = ollama.Client(host=thinking_server.base_url)
+    assert "thinking" in (c.show(MODEL).capabilities or [])
+    ask = [{"role": "user", "content": "Is the sea blue?"}]
+    options = {**GREEDY, "num_predict": 12}
+    thought = c.chat(model=MODEL, messages=ask, options=options, think=True)
+    assert thought.message.thinking and not thought.message.content
+    parts = list(c.chat(model=MODEL, messages=ask, options=options, stream=True))
+    assert "".join(p.message.thinking or "" for p in parts) == thought.message.thinking
+    quiet = c.chat(model=MODEL, messages=ask, options=options, think=False)
+    assert quiet.message.thinking is None and quiet.eval_count == thought.eval_count
+    generated = c.generate(model=MODEL, prompt="Is the sea blue?", options=options, think="low")
+    assert generated.thinking == thought.message.thinking
