@@ -15,7 +15,8 @@ def ollama_model(model: str) -> str:
 
 
 def zed(base: str, model: str, api_key: str) -> str:
-    """Zed's ``settings.json``: its Ollama provider, with the model and its tools."""
+    """Zed's ``settings.json``: its Ollama provider and the model (Zed reads whether it
+    takes tools from ``/api/show``'s capabilities)."""
     settings = {
         "language_models": {
             "ollama": {
@@ -25,7 +26,6 @@ def zed(base: str, model: str, api_key: str) -> str:
                         "name": ollama_model(model),
                         "display_name": f"{model} (QuantDesk)",
                         "max_tokens": 8192,
-                        "supports_tools": True,
                     }
                 ],
             }

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import (
+    QComboBox,
     QGroupBox,
     QHBoxLayout,
     QLabel,
     QLineEdit,
     QPlainTextEdit,
     QPushButton,
-    QTabWidget,
+    QStackedWidget,
     QVBoxLayout,
     QWidget,
 )
@@ -87,7 +88,10 @@ class EndpointBox(QGroupBox):
         row.addWidget(self.url_edit, 1)
         row.addWidget(self.copy_url_button)
         v.addLayout(row)
-        self.snippet_tabs = QTabWidget()
+        # a client per entry (the OpenAI ones, then those with an Ollama provider): too many
+        # for tabs on a laptop screen, so a list picks the one shown
+        self.snippet_combo = QComboBox()
+        self.snippet_stack = QStackedWidget()
         self.snippet_edits: list[QPlainTextEdit] = []
         for title, _write in (*SNIPPETS, *OLLAMA_SNIPPETS):
             edit = QPlainTextEdit()
@@ -95,17 +99,23 @@ class EndpointBox(QGroupBox):
             edit.setReadOnly(True)
             edit.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)
             self.snippet_edits.append(edit)
-            self.snippet_tabs.addTab(edit, title)
+            self.snippet_stack.addWidget(edit)
+            self.snippet_combo.addItem(title)
+        self.snippet_combo.currentIndexChanged.connect(self.snippet_stack.setCurrentIndex)
         copy = set_button_role(QPushButton("Copy snippet"), "flat")
         copy.clicked.connect(
-            lambda: copy_text(self.snippet_edits[self.snippet_tabs.currentIndex()].toPlainText())
+            lambda: copy_text(self.snippet_edits[self.snippet_combo.currentIndex()].toPlainText())
         )
-        self.snippet_tabs.setCornerWidget(copy)
-        # up to 200 px; less on a short window (a banner above, 1280x720) rather than
+        picker = QHBoxLayout()
+        picker.addWidget(QLabel("Set up"))
+        picker.addWidget(self.snippet_combo, 1)
+        picker.addWidget(copy)
+        v.addLayout(picker)
+        # up to 170 px; less on a short window (a banner above, 1280x720) rather than
         # pushing the whole page into a scroll area
-        self.snippet_tabs.setMinimumHeight(120)
-        self.snippet_tabs.setMaximumHeight(200)
-        v.addWidget(self.snippet_tabs)
+        self.snippet_stack.setMinimumHeight(90)
+        self.snippet_stack.setMaximumHeight(170)
+        v.addWidget(self.snippet_stack)
 
     def show_endpoint(self, endpoint: Endpoint) -> None:
         self.url_edit.setText(endpoint.api_url)

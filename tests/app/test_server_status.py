@@ -99,7 +99,7 @@ def test_the_ollama_setups_render_and_point_at_the_ollama_port() -> None:
 
     zed = json_part(setups["Zed"])["language_models"]["ollama"]  # type: ignore[index]
     assert zed["api_url"] == "http://127.0.0.1:11434"
-    assert zed["available_models"][0]["supports_tools"] is True
+    assert zed["available_models"][0]["name"] == "My-Model-Q4_K_M:latest"
     copilot = json_part(setups["VS Code Copilot"])
     assert copilot == {"github.copilot.chat.byok.ollamaEndpoint": "http://127.0.0.1:11434"}
     (model,) = yaml.safe_load(setups["Continue (Ollama)"])["models"]
