@@ -69,6 +69,7 @@ def test_serve_gets_every_knob(tmp_path: Path) -> None:
         host="::1",
         port=9000,
         cors_origins=["http://a", "http://b"],
+        ollama_port=11434,
         api_key=" sekret ",
     )
     argv = serve_arguments(knobs, tmp_path / "port", port=0)
@@ -83,6 +84,7 @@ def test_serve_gets_every_knob(tmp_path: Path) -> None:
         "host": "::1",
         "port": 0,  # the port the supervisor asked for, not the saved one
         "cors_origins": ["http://a", "http://b"],
+        "ollama_port": 11434,
     }
     assert server.api_key == "sekret" and server.port_file == str(tmp_path / "port")
 

@@ -289,15 +289,19 @@ def test_a_restart_reads_the_sessions_back_from_disk(
     engines: list[Engine], isolated_home: Path
 ) -> None:
     eng = open_engine(engines, cache_ram=256, cache_disk=256)
-    ask(eng, turn1("alpha"))
+    cold = ask(eng, turn1("alpha"))
     warm = ask(eng, turn1("alpha"))  # the same prompt again: all but its last token cached
     assert warm.cached == len(eng.render_chat(turn1("alpha"))) - 1
     engines.remove(eng)
-    eng.close()  # the slot's session is written to disk
-    assert len(_session_files(isolated_home)) == 1
+    eng.close()  # the slot's session, and the one the RAM tier holds, are written to disk
+    # a decode of one token after a cached prefix may round differently from the whole
+    # prompt's prefill (llama.cpp's kernels depend on the batch): then the two answers,
+    # and the two sessions, differ
+    sessions = 1 if cold.tokens == warm.tokens else 2
+    assert len(_session_files(isolated_home)) == sessions
 
     again = open_engine(engines, cache_ram=256, cache_disk=256)
-    assert again.stats().session_cache.disk.entries == 1
+    assert again.stats().session_cache.disk.entries == sessions
     out = ask(again, turn1("alpha"))
     assert out.cached == warm.cached  # read from disk, not prefilled
     assert out.tokens == warm.tokens

@@ -67,6 +67,7 @@ SERVED_KEYS = {
         "cpu_path_reason",
         "extra_buffers",
         "vision",
+        "audio",
     },
     "system": {
         "rss_bytes",
