@@ -169,3 +169,21 @@ def test_lone_surrogate_is_a_400(fim_server: LiveServer) -> None:
     )
     assert r.status_code == 400
     assert r.json()["error"]["param"] == "input_extra[0].text"
+
+
+def test_ollama_generate_suffix_is_the_same_fill_in_the_middle(fim_server: LiveServer) -> None:
+    """Ollama's ``suffix`` (Continue's and Zed's autocomplete through the ollama provider):
+    the prompt and suffix around the FIM tokens, as OpenAI completions' ``suffix`` builds it,
+    and ``insert`` among the capabilities."""
+    import ollama
+
+    c = ollama.Client(host=fim_server.base_url)
+    model = "smollm2-fim"
+    assert "insert" in (c.show(model).capabilities or [])
+    options = {"temperature": 0, "num_predict": 8}
+    filled = c.generate(model=model, prompt="def add(a, b):\n    ", suffix="\n", options=options)
+    openai = fim_server.client().completions.create(
+        model=model, prompt="def add(a, b):\n    ", suffix="\n", max_tokens=8, temperature=0
+    )
+    assert filled.response == openai.choices[0].text
+    assert filled.prompt_eval_count == openai.usage.prompt_tokens  # type: ignore[union-attr]
