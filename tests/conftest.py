@@ -79,6 +79,7 @@ MODEL_FIXTURES = frozenset(
         "tiny_audio_lm",
         "audio_server",
         "ollama_server",
+        "tools_server",
         "live_server",
         "slot_server",
         "either_kv_server",

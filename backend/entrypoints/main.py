@@ -27,6 +27,7 @@ COMMAND_MODULES = (
     "backend.entrypoints.bench_cmd",
     "backend.entrypoints.worker_cmd",
     "backend.entrypoints.doctor_cmd",
+    "backend.entrypoints.chat_cmd",
 )
 
 
