@@ -166,6 +166,18 @@ class ChatSession:
     def add_delta(self, text: str) -> None:
         self.reply += text
 
+    def replying_message(self) -> ChatMessage | None:
+        """The reply being streamed (thinking and tool calls go on it as they come)."""
+        return self._replying.messages[-1] if self._replying is not None else None
+
+    def add_thinking(self, text: str) -> None:
+        if (message := self.replying_message()) is not None:
+            message.thinking += text
+
+    def add_call(self, record: dict[str, Any]) -> None:
+        if (message := self.replying_message()) is not None:
+            message.calls.append(record)
+
     def finish_reply(self, meta: dict[str, Any]) -> None:
         """The reply ended (``meta``: timings, ``cancelled`` or ``error``): keep and save it,
         in its own conversation if another one was opened meanwhile."""
@@ -174,6 +186,7 @@ class ChatSession:
             return
         message = conversation.messages[-1]
         message.content = self.reply
+        message.steps = list(meta.pop("steps", []))
         message.meta = meta
         if conversation is self.conversation:
             self.save()

@@ -32,17 +32,20 @@ from PySide6.QtWidgets import (
 
 from app.app_context import AppContext
 from app.page_models.chat_session import ChatSession, served_label, server_notice
+from app.page_models.chat_tools import ChatTools
 from app.page_models.router_models import ModelCard
 from app.pages.chat_attachments import ChatAttachments
 from app.pages.chat_composer import Composer
+from app.pages.chat_tools_panel import ApprovalBridge, ToolsPanel
 from app.pages.chat_transcript import ChatTranscript
 from app.storage.app_settings import AppSettings, ChatDefaults
 from app.storage.chat_store import ChatStore
 from app.widgets.common import Banner, ElidedLabel, scroll_column, set_button_role
 from app.widgets.message_bubble import meta_text
-from app.workers.chat_stream import stream_reply
+from app.workers.chat_stream import run_tool_reply, stream_reply
 from app.workers.server_process import ServerState
 from app.workers.thread_worker import ThreadWorker, stop_worker
+from backend.mcp_tools.mcp_config import default_mcp_path
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +73,7 @@ class ChatPage(QWidget):
         self.server = context.server
         self.store = ChatStore()
         self.session = ChatSession(self.store, settings.chat)
+        self.tools = ChatTools(settings.pages.setdefault("chat", {}))
         self.worker: ThreadWorker | None = None
         self._first_token = False
         self._model_ids: list[str] = []
@@ -215,6 +219,12 @@ class ChatPage(QWidget):
             form.addRow(label, spin)
         v.addWidget(sys_box)
         v.addWidget(samp)
+        self.tools_panel = ToolsPanel(default_mcp_path())
+        self.tools_panel.toggled.connect(self._on_tool_server_toggled)
+        self.tools_panel.reload_requested.connect(self._reload_tools)
+        self.approvals = ApprovalBridge(self)
+        v.addWidget(self.tools_panel)
+        self._show_tools()
         v.addStretch(1)
         self._show_defaults(self.settings.chat)
         self.system_edit.textChanged.connect(self._save_defaults)
@@ -256,6 +266,8 @@ class ChatPage(QWidget):
         if self.is_streaming():
             self.stop()
         self.session.new()
+        self.tools.new_chat()
+        self._show_tools()
         self.attachments.refresh()
         self._show_conversation()
         self.history.clearSelection()
@@ -359,8 +371,18 @@ class ChatPage(QWidget):
         self._show_saved()
         self.transcript.start_stream()
         api_key = self.server.api_key
+        sampling = {k: v for k, v in payload.items() if k not in ("messages", "model")}
+        loop = self.tools.loop(
+            url,
+            model or self.server.model_id or "default",
+            api_key,
+            lambda tool, args: self.approvals.ask(tool, args, worker.cancel_event),
+            sampling,
+        )
 
         def reply() -> dict[str, Any]:
+            if loop is not None:
+                return run_tool_reply(loop, payload["messages"], worker.report, worker.cancel_event)
             return stream_reply(url, payload, api_key, worker.report, worker.cancel_event)
 
         worker = ThreadWorker(reply)
@@ -381,12 +403,23 @@ class ChatPage(QWidget):
         if self.worker is not None:
             self.worker.cancel()
 
-    def _on_delta(self, text: str) -> None:
+    def _on_delta(self, event: str | tuple[str, Any]) -> None:
+        """Text of the reply, or (from a reply with tools) its thinking or a tool call."""
         if not self._first_token:
             self._first_token = True
             self.reply_stats.setText("")
-        self.session.add_delta(text)
-        self.transcript.stream(self.session.reply)
+        kind, value = ("text", event) if isinstance(event, str) else event
+        if kind == "call" and isinstance(value, dict):
+            self.session.add_call(value)
+            self.transcript.stream_call(value)
+            self._show_tools()
+        elif kind == "thinking":
+            self.session.add_thinking(str(value))
+            message = self.session.replying_message()
+            self.transcript.stream_thinking(message.thinking if message else str(value))
+        else:
+            self.session.add_delta(str(value))
+            self.transcript.stream(self.session.reply)
 
     def _finish_message(self, meta: dict[str, Any]) -> None:
         self.transcript.end_stream(self.session.reply, meta)
@@ -395,6 +428,7 @@ class ChatPage(QWidget):
 
     def _on_reply_finished(self, meta: dict[str, Any]) -> None:
         self._finish_message(meta)
+        self._show_tools()
         self.reply_stats.setText(f"Last reply: {meta_text(meta)}")
 
     def _on_reply_failed(self, message: str) -> None:
@@ -411,6 +445,21 @@ class ChatPage(QWidget):
     def shutdown(self) -> None:
         if self.worker is not None:
             stop_worker(self.worker, 5000)
+        self.tools.close()
+
+    # -- tools ----------------------------------------------------------------------------
+    def _show_tools(self) -> None:
+        self.tools_panel.show_rows(self.tools.rows(), self.tools.error)
+
+    def _on_tool_server_toggled(self, name: str, on: bool) -> None:
+        self.tools.set_enabled(name, on)
+        self._show_tools()
+
+    def _reload_tools(self) -> None:
+        if self.is_streaming():
+            return
+        self.tools.reload()
+        self._show_tools()
 
     # -- the model picker (a library server) ------------------------------------------------
     def chosen_model(self) -> str | None:

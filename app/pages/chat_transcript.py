@@ -57,6 +57,9 @@ class ChatTranscript(QStackedWidget):
             bubble = self.add(message.role, message.content)
             bubble.set_meta(message.meta)
             bubble.set_images(message.images)
+            bubble.set_thinking(message.thinking)
+            for call in message.calls:
+                bubble.add_call(call)
         self.setCurrentWidget(self.messages_area if messages else self.empty)
 
     def add(self, role: str, text: str) -> MessageBubble:
@@ -91,6 +94,15 @@ class ChatTranscript(QStackedWidget):
     def stream(self, text: str) -> None:
         """The reply so far (drawn at the next tick)."""
         self._pending = text
+
+    def stream_thinking(self, text: str) -> None:
+        if self._streaming is not None and self._streaming in self.bubbles:
+            self._streaming.set_thinking(text)
+
+    def stream_call(self, call: dict[str, Any]) -> None:
+        """A tool call of the streamed reply, as soon as it is decided (run or not)."""
+        if self._streaming is not None and self._streaming in self.bubbles:
+            self._streaming.add_call(call)
 
     def end_stream(self, text: str, meta: dict[str, Any]) -> None:
         self._render_timer.stop()

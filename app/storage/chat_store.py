@@ -32,6 +32,12 @@ class ChatMessage(BaseModel):
     content: str
     meta: dict[str, Any] = Field(default_factory=dict)  # ttft_ms, tokens_per_s, tokens, error
     images: list[ChatImage] = Field(default_factory=list)
+    thinking: str = ""  # the model's reasoning before its answer
+    # a reply that used tools: each call as the transcript shows it (tool, arguments,
+    # result, is_error, denied, seconds), and the API messages before the answer (the
+    # calls and their results), sent again with the next turns
+    calls: list[dict[str, Any]] = Field(default_factory=list)
+    steps: list[dict[str, Any]] = Field(default_factory=list)
 
     def api_content(self) -> str | list[dict[str, Any]]:
         """The message's content for /v1/chat/completions: its text, or its images and
@@ -58,11 +64,10 @@ class Conversation(BaseModel):
         out: list[dict[str, Any]] = (
             [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
         )
-        out += [
-            {"role": m.role, "content": m.api_content()}
-            for m in self.messages
-            if m.content or m.role == "user"
-        ]
+        for m in self.messages:
+            out += m.steps
+            if m.content or m.role == "user":
+                out.append({"role": m.role, "content": m.api_content()})
         return out
 
     def auto_title(self) -> None:

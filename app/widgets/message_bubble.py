@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
@@ -9,6 +11,7 @@ from app.page_models.markdown_render import markdown_to_html
 from app.storage.chat_store import ChatImage
 from app.widgets.common import set_button_role
 from app.widgets.image_strip import ImageStrip
+from app.widgets.tool_call_card import ThinkingBlock, ToolCallCard
 
 
 def meta_text(meta: dict[str, object]) -> str:
@@ -24,6 +27,9 @@ def meta_text(meta: dict[str, object]) -> str:
         parts.append(
             f"TTFT {meta['ttft_ms']:.0f} ms" if isinstance(meta["ttft_ms"], int | float) else ""
         )
+    if meta.get("tool_calls"):
+        n = meta["tool_calls"]
+        parts.append(f"{n} tool call{'s' if n != 1 else ''} · {meta.get('seconds', 0)} s")
     if meta.get("cancelled"):
         parts.append("stopped")
     return " · ".join(p for p in parts if p)
@@ -63,6 +69,12 @@ class MessageBubble(QFrame):
         v.addLayout(head)
         self.images = ImageStrip(removable=False)
         v.addWidget(self.images)
+        self.thinking = ThinkingBlock()
+        v.addWidget(self.thinking)
+        self.calls = QVBoxLayout()  # a card per tool call, before the answer
+        self.calls.setSpacing(4)
+        v.addLayout(self.calls)
+        self.cards: list[ToolCallCard] = []
         self.body = QLabel()
         self.body.setTextFormat(Qt.TextFormat.RichText)
         self.body.setWordWrap(True)
@@ -88,6 +100,14 @@ class MessageBubble(QFrame):
 
     def set_images(self, images: list[ChatImage]) -> None:
         self.images.set_images(images)
+
+    def set_thinking(self, text: str) -> None:
+        self.thinking.set_thinking(text)
+
+    def add_call(self, call: dict[str, Any]) -> None:
+        card = ToolCallCard(call)
+        self.calls.addWidget(card)
+        self.cards.append(card)
 
     def set_meta(self, meta: dict[str, object]) -> None:
         text = meta_text(meta)

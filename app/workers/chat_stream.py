@@ -1,10 +1,12 @@
-"""Stream one chat completion (SSE) from the server: a callback per text delta.
+"""Stream one chat completion (SSE) from the server: a callback per text delta; or run a
+reply through the MCP tool loop (:func:`run_tool_reply`).
 
-Plain Python: the chat page runs :func:`stream_reply` in a ``ThreadWorker``.
+Plain Python: the chat page runs them in a ``ThreadWorker``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import threading
@@ -15,6 +17,9 @@ from typing import Any
 import httpx
 
 from backend.core.errors import QuantDeskError
+from backend.mcp_tools.chat_stream import ChatError
+from backend.mcp_tools.mcp_hub import McpError
+from backend.mcp_tools.tool_loop import LoopCallbacks, ToolCallRecord, ToolLoop
 
 log = logging.getLogger(__name__)
 
@@ -96,5 +101,41 @@ def stream_reply(
         "tokens": tokens,
         "tokens_per_s": round((tokens - 1) / gen_s, 1) if gen_s > 0 and tokens > 1 else None,
         "finish_reason": finish_reason,
+        "cancelled": cancel.is_set(),
+    }
+
+
+def run_tool_reply(
+    loop: ToolLoop,
+    messages: list[dict[str, Any]],
+    report: Callable[[object], None],
+    cancel: threading.Event,
+) -> dict[str, Any]:
+    """A reply through the tool loop: ``report(("text" | "thinking" | "call", value))`` as
+    it goes. Returns the meta ``stream_reply`` gives, with ``steps`` (the calls and their
+    results, to send again with the next turns) and ``tool_calls`` (how many)."""
+    calls: list[dict[str, Any]] = []
+
+    def on_call(record: ToolCallRecord) -> None:
+        call = dataclasses.asdict(record)
+        calls.append(call)
+        report(("call", call))
+
+    callbacks = LoopCallbacks(
+        on_text=lambda text: report(("text", text)),
+        on_reasoning=lambda text: report(("thinking", text)),
+        on_call=on_call,
+    )
+    started = time.monotonic()
+    try:
+        added = loop.run(messages, callbacks, cancel)
+    except httpx.ConnectError as exc:
+        raise ChatReplyError("Cannot reach the server. Is it running?") from exc
+    except (ChatError, McpError) as exc:
+        raise ChatReplyError(str(exc)) from exc
+    return {
+        "steps": added[:-1],
+        "tool_calls": len(calls),
+        "seconds": round(time.monotonic() - started, 1),
         "cancelled": cancel.is_set(),
     }

@@ -97,6 +97,10 @@ class McpHub:
         server = self._servers[name]
         return server.state, server.error
 
+    def tools_of(self, name: str) -> list[McpTool]:
+        """The tools ``name`` listed when it started (none before)."""
+        return list(self._servers[name].tools)
+
     def ensure(self, name: str) -> list[McpTool]:
         """Start ``name`` if it is not running; its tools. McpError when it cannot start."""
         return self._run(self._ensure(self._servers[name]), START_TIMEOUT_S + 5)
