@@ -50,7 +50,9 @@ def call_title(call: dict[str, Any]) -> str:
     name = str(call.get("tool", "?"))
     if call.get("denied"):
         return f"Tool {name}: not run"
-    status = "failed" if call.get("is_error") else f"{float(call.get('seconds', 0.0)):.1f} s"
+    seconds = float(call.get("seconds", 0.0))
+    took = f"{seconds:.1f} s" if seconds >= 1 else f"{seconds * 1000:.0f} ms"
+    status = "failed" if call.get("is_error") else took
     return f"Tool {name} ({status})"
 
 
@@ -72,6 +74,7 @@ class ThinkingBlock(Collapsible):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__("Thinking", "", parent)
         self.body.setTextFormat(Qt.TextFormat.PlainText)
+        self.body.setProperty("muted", True)
         self.hide()
 
     def set_thinking(self, text: str) -> None:

@@ -41,10 +41,11 @@ def stream_reply(
     base_url: str,
     payload: dict[str, Any],
     api_key: str,
-    on_delta: Callable[[str], None],
+    on_delta: Callable[[str | tuple[str, str]], None],
     cancel: threading.Event,
 ) -> dict[str, Any]:
-    """POST ``/v1/chat/completions`` with ``stream: true``; ``on_delta(text)`` as text arrives.
+    """POST ``/v1/chat/completions`` with ``stream: true``; ``on_delta(text)`` as text arrives
+    (a reasoning model's thinking as ``on_delta(("thinking", text))``).
 
     Returns the reply's meta: ``ttft_ms``, ``tokens``, ``tokens_per_s``, ``finish_reason``
     and ``cancelled`` (``cancel`` set: the reply stops, what arrived is kept). Raises
@@ -80,6 +81,8 @@ def stream_reply(
                 if usage.get("completion_tokens") is not None:
                     usage_tokens = int(usage["completion_tokens"])
                 for choice in chunk.get("choices") or []:
+                    if thought := (choice.get("delta") or {}).get("reasoning_content"):
+                        on_delta(("thinking", thought))
                     text = (choice.get("delta") or {}).get("content") or ""
                     if choice.get("finish_reason"):
                         finish_reason = choice["finish_reason"]

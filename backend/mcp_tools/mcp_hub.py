@@ -74,6 +74,15 @@ class _Server:
     stderr: Path | None = None
 
 
+def reason(exc: BaseException) -> str:
+    """What went wrong, in words: the first error inside anyio's exception groups, with its
+    type when its message alone says little."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
 class McpError(Exception):
     """A server could not start, or a call failed; the message says which and why."""
 
@@ -159,7 +168,7 @@ class McpHub:
             server.task.cancel()
             self._failed(server, f"it did not start within {START_TIMEOUT_S:.0f} s")
         except Exception as exc:  # the connection failed: said in the state
-            self._failed(server, str(exc) or type(exc).__name__)
+            self._failed(server, reason(exc))
         if server.state != "ready":
             raise McpError(f"MCP server {server.spec.name} failed: {server.error}")
         return server.tools
@@ -186,7 +195,7 @@ class McpHub:
             if not ready.done():
                 ready.set_exception(exc)
             else:
-                self._failed(server, f"the connection ended: {exc}")
+                self._failed(server, f"the connection ended: {reason(exc)}")
         finally:
             server.client = None
             if server.state != "failed":
@@ -208,8 +217,8 @@ class McpHub:
             ) from None
         except Exception as exc:
             if server.task is not None and server.task.done():
-                self._failed(server, f"the server stopped: {exc}")
-            raise McpError(f"{tool.server}: {tool.name} failed: {exc}") from None
+                self._failed(server, f"the server stopped: {reason(exc)}")
+            raise McpError(f"{tool.server}: {tool.name} failed: {reason(exc)}") from None
         texts = [getattr(part, "text", None) or f"[{part.type} content]" for part in result.content]
         return ToolOutcome("\n".join(texts), bool(result.is_error))
 

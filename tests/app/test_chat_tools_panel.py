@@ -75,7 +75,7 @@ def test_a_reply_with_tools_shows_its_thinking_and_its_calls(
     bubble = chat.transcript.bubbles[1]
     assert bubble.thinking.isVisibleTo(bubble)
     assert [c.header.text() for c in bubble.cards] == [
-        "Tool words__secret_word (0.2 s)",
+        "Tool words__secret_word (200 ms)",
         "Tool words__secret_word: not run",
     ]
     card = bubble.cards[0]

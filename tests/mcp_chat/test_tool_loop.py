@@ -109,3 +109,29 @@ def test_a_model_without_tools_says_so_at_once(
             _run(_loop(live_server, hub, lambda t, a: "once"))
     finally:
         hub.close()
+
+
+def test_the_step_limit_and_cancel(tools_server: LiveServer, mcp_json: Path) -> None:
+    hub = McpHub(load_mcp_config(mcp_json))
+    try:
+        limited = _loop(tools_server, hub, lambda t, a: "once", tool_choice="required",
+                        max_steps=1)  # fmt: skip
+        added, calls = _run(limited)
+        assert len(calls) == 1 and added[-1] == {
+            "role": "assistant",
+            "content": "(stopped after 1 tool steps)",
+        }
+        cancel = threading.Event()
+        stopped = _loop(tools_server, hub, lambda t, a: "once", tool_choice="required")
+        after: list[ToolCallRecord] = []
+
+        def on_call(record: ToolCallRecord) -> None:
+            after.append(record)
+            cancel.set()  # the user stops the reply while the first call runs
+
+        added = stopped.run(
+            [{"role": "user", "content": ASK}], LoopCallbacks(on_call=on_call), cancel
+        )
+        assert len(after) == 1 and [m["role"] for m in added] == ["assistant", "tool"]
+    finally:
+        hub.close()

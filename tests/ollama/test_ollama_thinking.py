@@ -44,3 +44,18 @@ def test_thinking_is_its_own_field_and_think_false_leaves_it_out(
     assert quiet.message.thinking is None and quiet.eval_count == thought.eval_count
     generated = c.generate(model=MODEL, prompt="Is the sea blue?", options=options, think="low")
     assert generated.thinking == thought.message.thinking
+
+
+def test_the_chat_windows_stream_reads_the_thinking_apart(thinking_server: LiveServer) -> None:
+    """``reasoning_content`` deltas reach the Chat page as ("thinking", text), shown in its
+    collapsible block; the answer's text stays apart."""
+    import threading
+
+    from app.workers.chat_stream import stream_reply
+
+    events: list[object] = []
+    payload = {"messages": [{"role": "user", "content": "Is the sea blue?"}], "max_tokens": 8}
+    stream_reply(thinking_server.base_url, {**payload, "temperature": 0}, "", events.append,
+                 threading.Event())  # fmt: skip
+    thoughts = [e[1] for e in events if isinstance(e, tuple) and e[0] == "thinking"]
+    assert thoughts and not [e for e in events if isinstance(e, str) and e.strip()]
