@@ -5,9 +5,12 @@ naming the entry and a non-zero exit."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from tests.server.conftest import LiveServer
 
@@ -56,3 +59,60 @@ def test_piped_text_and_a_bad_config(tools_server: LiveServer, tmp_path: Path) -
     assert done.returncode != 0
     assert done.stderr.strip().splitlines()[-1].startswith("quantdesk: error: mcp.json: server")
     assert '"notes"' in done.stderr
+
+
+def test_interactive_in_a_terminal(tools_server: LiveServer, mcp_json: Path) -> None:
+    """In a pseudo-terminal: the commands, a reply rendered as it streams, and /bye."""
+    import pty
+    import select
+    import time
+
+    argv = [sys.executable, "-m", "backend.entrypoints.main", "chat", "--url",
+            tools_server.base_url, "--mcp", str(mcp_json), "--max-tokens", "12"]  # fmt: skip
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: the chat, on the terminal's side
+        os.chdir(ROOT)
+        os.execv(sys.executable, argv)
+    seen = b""
+
+    def read_until(marker: bytes, after: int = 0, timeout: float = 120) -> int:
+        """Read until ``marker`` appears past ``after``; where it ends."""
+        nonlocal seen
+        deadline = time.monotonic() + timeout
+        while marker not in seen[after:] and time.monotonic() < deadline:
+            ready, _, _ = select.select([fd], [], [], 0.5)
+            if ready:
+                try:
+                    seen += os.read(fd, 4096)
+                except OSError:
+                    break
+        assert marker in seen[after:], seen.decode(errors="replace")[-2000:]
+        return seen.index(marker, after) + len(marker)
+
+    read_until(b">>> ")
+    os.write(fd, b"/tools\r")
+    read_until(b"words__secret_word")
+    os.write(fd, b"/model SmolLM2-135M-Instruct\r")
+    read_until(b"model: SmolLM2-135M-Instruct")
+    os.write(fd, b"Say hello.\r")
+    start = read_until(b"Say hello.")  # the terminal's echo of the typed line
+    shown = read_until(b"\x1b[?25h", start)  # the reply drawn live (its cursor back)
+    assert len(seen[start:shown]) > 40
+    read_until(b">>> ", shown)  # and the prompt again
+    os.write(fd, b"/bye\r")
+    _, status = os.waitpid(pid, 0)
+    os.close(fd)
+    assert os.WEXITSTATUS(status) == 0
+
+
+@pytest.mark.model
+def test_without_a_server_it_starts_one(tmp_path: Path) -> None:
+    """No --url and nothing on :8080 (or a QuantDesk server there, which it then uses)."""
+    env = {**os.environ, "QUANTDESK_HOME": str(tmp_path)}
+    argv = [sys.executable, "-m", "backend.entrypoints.main", "chat", "--no-tools"]
+    done = subprocess.run(
+        [*argv, "--max-tokens", "4", "Hi"],
+        capture_output=True, text=True, timeout=300, cwd=ROOT, env=env, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip()
