@@ -47,8 +47,8 @@ def register(subparsers: Any) -> None:
         default="auto",
         help="required: the first step must call a tool (scripts, tests)",
     )
-    p.add_argument("--max-tokens", type=int, default=None)
-    p.add_argument("--temperature", type=float, default=None)
+    p.add_argument("--max-tokens", type=int, default=None, help="the most tokens a reply has")
+    p.add_argument("--temperature", type=float, default=None, help="sampling temperature")
     p.set_defaults(handler=run)
 
 
