@@ -41,6 +41,7 @@ class ChatTools:
         self.error: str | None = None
         self.hub: McpHub | None = None
         self.disabled: set[str] = set()  # switched off in this chat
+        self.always_tools: set[str] = set()  # "always for this tool", for this chat
         self.reload()
 
     @property
@@ -62,6 +63,7 @@ class ChatTools:
 
     def new_chat(self) -> None:
         self.disabled.clear()
+        self.always_tools.clear()
 
     def set_enabled(self, name: str, on: bool) -> None:
         (self.disabled.discard if on else self.disabled.add)(name)
@@ -116,6 +118,7 @@ class ChatTools:
             api_key=api_key or None,
             servers=servers,
             sampling=sampling,
+            always=self.always_tools,  # the loop adds to it: kept for the chat
         )
 
     def _approve(self, ask: Ask, tool: McpTool, arguments: dict[str, Any]) -> Decision:

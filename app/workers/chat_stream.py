@@ -136,8 +136,13 @@ def run_tool_reply(
         raise ChatReplyError("Cannot reach the server. Is it running?") from exc
     except (ChatError, McpError) as exc:
         raise ChatReplyError(str(exc)) from exc
+    final = added[-1] if added else {}
+    answered = final.get("role") == "assistant" and not final.get("tool_calls")
+    steps = added[:-1] if answered else added  # stopped after a call: its result is the end
+    # the steps' own text is part of the reply's text, which follows them: sent once
+    steps = [{**m, "content": None} if m.get("tool_calls") else m for m in steps]
     return {
-        "steps": added[:-1],
+        "steps": steps,
         "tool_calls": len(calls),
         "seconds": round(time.monotonic() - started, 1),
         "cancelled": cancel.is_set(),

@@ -18,12 +18,14 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 from backend.core.errors import ConfigError
 from backend.entrypoints.chat_repl import Terminal, repl
 from backend.entrypoints.chat_server import chat_server, pick_model
 from backend.mcp_tools.chat_stream import ChatError
 from backend.mcp_tools.mcp_config import default_mcp_path, load_mcp_config
-from backend.mcp_tools.mcp_hub import McpHub
+from backend.mcp_tools.mcp_hub import McpError, McpHub, reason
 from backend.mcp_tools.tool_loop import LoopCallbacks, ToolLoop
 
 
@@ -87,8 +89,8 @@ def run(args: argparse.Namespace) -> int:
             if args.prompt is None and sys.stdin.isatty():
                 return repl(loop, messages, term)
             return _one_shot(loop, messages, term, args.prompt or "")
-    except ChatError as exc:
-        sys.stderr.write(f"quantdesk chat: {exc}\n")
+    except (ChatError, McpError, httpx.HTTPError) as exc:
+        sys.stderr.write(f"quantdesk chat: {reason(exc)}\n")
         return 1
     finally:
         if hub is not None:

@@ -10,12 +10,13 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+import httpx
 from rich.console import Console
 from rich.live import Live
 from rich.markdown import Markdown
 
 from backend.mcp_tools.chat_stream import ChatError
-from backend.mcp_tools.mcp_hub import McpTool
+from backend.mcp_tools.mcp_hub import McpError, McpTool, reason
 from backend.mcp_tools.tool_loop import Decision, LoopCallbacks, ToolCallRecord, ToolLoop
 
 HELP = '/tools  /model NAME  /clear  /bye   (a line of """ starts and ends a multi-line message)'
@@ -132,8 +133,8 @@ def repl(loop: ToolLoop, messages: list[dict[str, Any]], term: Terminal) -> int:
         except KeyboardInterrupt:
             cancel.set()
             term.err.print("[yellow](stopped)[/]")
-        except ChatError as exc:
-            term.err.print(f"[red]{exc}[/]")
+        except (ChatError, McpError, httpx.HTTPError) as exc:
+            term.err.print(f"[red]{reason(exc)}[/]")
             messages.pop()
         finally:
             term.end_reply()

@@ -50,8 +50,11 @@ def chat_server(url: str | None, api_key: str | None) -> Iterator[str]:
             yield _wait_started(proc, port_file)
         finally:
             proc.terminate()
-            with contextlib.suppress(subprocess.TimeoutExpired):
+            try:
                 proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=10)
             log.close()
 
 

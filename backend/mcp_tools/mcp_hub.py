@@ -72,6 +72,7 @@ class _Server:
     stop: asyncio.Event | None = None
     task: asyncio.Task[None] | None = None
     stderr: Path | None = None
+    starting: asyncio.Lock = field(default_factory=asyncio.Lock)
 
 
 def reason(exc: BaseException) -> str:
@@ -138,16 +139,19 @@ class McpHub:
             future.cancel()
             raise McpError("the MCP server did not answer in time") from None
 
-    def _transport(self, server: _Server) -> Any:
+    async def _transport(self, server: _Server, stack: contextlib.AsyncExitStack) -> Any:
+        """The server's transport; what it opens (the stderr log, the HTTP client, which
+        the SDK leaves to its caller) closes with ``stack``."""
         spec = server.spec
         if spec.command:
-            server.stderr = Path(self._logs.name) / f"{len(self._servers)}-{id(server)}.log"
+            server.stderr = Path(self._logs.name) / f"{spec.name}-{id(server)}.log"
             params = StdioServerParameters(
                 command=spec.command, args=list(spec.args), env=spec.env or None
             )
-            return stdio_client(params, errlog=server.stderr.open("w", encoding="utf-8"))
+            errlog = stack.enter_context(server.stderr.open("w", encoding="utf-8"))
+            return stdio_client(params, errlog=errlog)
         assert spec.url is not None
-        http = create_mcp_http_client(headers=spec.headers or None)
+        http = await stack.enter_async_context(create_mcp_http_client(headers=spec.headers or None))
         return streamable_http_client(spec.url, http_client=http)
 
     def _stderr_tail(self, server: _Server) -> str:
@@ -157,6 +161,10 @@ class McpHub:
         return "\n".join(lines[-_STDERR_LINES:])
 
     async def _ensure(self, server: _Server) -> list[McpTool]:
+        async with server.starting:  # a second caller waits for the first start
+            return await self._start(server)
+
+    async def _start(self, server: _Server) -> list[McpTool]:
         if server.state == "ready" and server.task is not None and not server.task.done():
             return server.tools
         ready = asyncio.get_running_loop().create_future()
@@ -181,12 +189,11 @@ class McpHub:
     async def _hold(self, server: _Server, ready: asyncio.Future[None]) -> None:
         """Open the connection, list the tools, then keep it until told to stop."""
         try:
-            async with Client(self._transport(server)) as client:
-                listed = await client.list_tools()
-                server.tools = [
-                    McpTool(server.spec.name, t.name, t.description or "", dict(t.input_schema))
-                    for t in listed.tools
-                ]
+            async with contextlib.AsyncExitStack() as stack:
+                client = await stack.enter_async_context(
+                    Client(await self._transport(server, stack))
+                )
+                server.tools = await self._list_tools(server.spec.name, client)
                 server.client, server.state = client, "ready"
                 ready.set_result(None)
                 assert server.stop is not None
@@ -200,6 +207,21 @@ class McpHub:
             server.client = None
             if server.state != "failed":
                 server.state = "stopped"
+
+    @staticmethod
+    async def _list_tools(name: str, client: Client) -> list[McpTool]:
+        """Every tool, page after page."""
+        tools: list[McpTool] = []
+        cursor: str | None = None
+        while True:
+            listed = await client.list_tools(cursor=cursor)
+            tools += [
+                McpTool(name, t.name, t.description or "", dict(t.input_schema))
+                for t in listed.tools
+            ]
+            cursor = listed.next_cursor
+            if not cursor:
+                return tools
 
     async def _call(self, tool: McpTool, arguments: dict[str, Any]) -> ToolOutcome:
         server = self._servers[tool.server]

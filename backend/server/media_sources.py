@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import time
 from urllib.parse import unquote, urlsplit
 
 import httpx
@@ -66,7 +67,10 @@ def _local(url: str, limits: MediaLimits, where: str) -> bytes:
     parts = urlsplit(url)
     relative = unquote(parts.netloc + parts.path)
     root = limits.media_dir.resolve()
-    path = (root / relative).resolve()  # an absolute path replaces root here
+    try:
+        path = (root / relative).resolve()  # an absolute path replaces root here
+    except (ValueError, OSError):  # a NUL byte, a name the system refuses
+        raise MediaError(f"{where}: {relative!r} is not a file name", param=where) from None
     if not path.is_relative_to(root):
         raise MediaError(f"{where}: {relative} is outside the --media-path folder", param=where)
     if not path.is_file():
@@ -96,10 +100,16 @@ def _remote(url: str, limits: MediaLimits, where: str) -> bytes:
                     f"{where}: fetching {url} answered HTTP {response.status_code}", param=where
                 )
             data = bytearray()
+            deadline = time.monotonic() + FETCH_TIMEOUT_S  # for the whole file, not a read
             for chunk in response.iter_bytes():
                 data += chunk
                 if len(data) > limits.max_bytes:
                     raise _too_large(where, limits)
+                if time.monotonic() > deadline:
+                    raise MediaError(
+                        f"{where}: fetching {url} took longer than {FETCH_TIMEOUT_S:g} s",
+                        param=where,
+                    )
             return bytes(data)
     except httpx.HTTPError as exc:
         raise MediaError(f"{where}: could not fetch {url} ({exc})", param=where) from None

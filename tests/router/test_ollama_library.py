@@ -62,6 +62,10 @@ def test_copy_and_delete_and_the_embedded_model_stays(
     c = ollama.Client(host=router.base_url)
     assert c.copy("alpha", "gamma").status == "success"
     assert "gamma:latest" in {m.model for m in c.list().models}
+    for taken_or_outside in ("gamma", "beta", "../outside", "/etc/x", ".hidden"):
+        with pytest.raises(ollama.ResponseError) as refused:
+            c.copy("alpha", taken_or_outside)
+        assert refused.value.status_code == 400, taken_or_outside
     assert c.chat(model="gamma", messages=HELLO, options=GREEDY).done
     assert c.delete("gamma").status == "success"
     assert "gamma:latest" not in {m.model for m in c.list().models}

@@ -14,6 +14,7 @@ loads, or with ``keep_alive: 0`` unloads, the model.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import math
 import os
@@ -29,6 +30,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from backend.gguf_file.errors import GGUFFormatError
 from backend.gguf_file.gguf_header import read_gguf_header
+from backend.gguf_file.split_gguf import SPLIT_NAME
 from backend.hub.errors import HubError
 from backend.hub.library import ModelLibrary
 from backend.router.errors import UnknownModelError
@@ -144,6 +146,10 @@ def _only_loads(path: str, data: dict[str, Any]) -> bool:
 @router.post("/api/embed", response_model=None)
 @router.post("/api/embeddings", response_model=None)
 async def inference(request: Request) -> Response:
+    if "json" not in request.headers.get("content-type", ""):
+        # not a form a web page can send without asking (CORS preflight): no page elsewhere
+        # loads or unloads models by posting text/plain
+        raise ApiError(415, "send the body as application/json")
     body = await request.body()
     try:
         data = json.loads(body) if body else {}
@@ -155,6 +161,8 @@ async def inference(request: Request) -> Response:
     entry = await _entry(request, name)
     keep = keep_alive_seconds(data.get("keep_alive"))
     ttl = None if keep is None else (UNLOAD_AFTER_S if keep == 0 else keep)
+    if keep is None:
+        entry.ttl_s = None  # Ollama's keep_alive is per request: absent, the default TTL
     pool = pool_of(request)
     path = request.url.path
     if _only_loads(path, data):
@@ -171,6 +179,8 @@ async def inference(request: Request) -> Response:
             else {"response": ""}
         )
         return JSONResponse(out | {"done": True, "done_reason": "unload" if keep == 0 else "load"})
+    data["model"] = entry.model_id  # the child knows it by its id (not hf.co/... names)
+    body = json.dumps(data).encode()
     return await proxy(request, pool, request.app.state.relay, entry.model_id, body, ttl)
 
 
@@ -225,30 +235,42 @@ async def copy(body: OllamaCopyRequest, request: Request) -> Response:
     shares the source's blobs (a copy where that cannot be)."""
     entry = await _entry(request, body.source)
     library = _library(request)
+    if SPLIT_NAME.match(entry.path.name):
+        raise ApiError(400, f"{body.source} is a split GGUF; copy the library folder instead")
     dest_name = library_id(None, body.destination)
-    if (
-        any(ch in dest_name for ch in "\\\0")
-        or dest_name.startswith((".", "/"))
-        or ".." in dest_name
-    ):
+    root = library.root.resolve()
+    try:
+        target = (root / f"{dest_name}.gguf").resolve()
+    except (ValueError, OSError):  # a NUL byte, a name the system refuses
+        target = root
+    unsafe = ":" in dest_name or "\\" in dest_name or dest_name.startswith(".")
+    if unsafe or target == root or not target.is_relative_to(root):
         raise ApiError(400, f'destination "{body.destination}" is invalid', param="destination")
-    target = library.root / f"{dest_name}.gguf"
-    if target.exists():
-        raise ApiError(400, f'destination "{body.destination}" already exists', param="destination")
 
     def link(source: Path) -> None:
         """A hard link to a library file; a copy of one outside it (the embedded model, a
-        linked file), which the copy's delete must never reach."""
+        linked file), which the copy's delete must never reach. Neither ever replaces a
+        file that is there (two copies to one name: the second is a 400)."""
         target.parent.mkdir(parents=True, exist_ok=True)
         real = source.resolve()
-        if real.is_relative_to(library.root.resolve()):
-            try:
+        if real.is_relative_to(root):
+            with contextlib.suppress(OSError):
                 os.link(real, target)
                 return
-            except OSError:
-                pass
-        shutil.copyfile(real, target)
+        if target.exists():
+            raise FileExistsError(target)
+        part = target.with_name(f".{target.name}.{os.getpid()}.part")
+        shutil.copyfile(real, part)
+        try:
+            os.link(part, target)  # fails if the name was taken meanwhile
+        finally:
+            part.unlink(missing_ok=True)
 
-    await asyncio.to_thread(link, entry.path)
+    try:
+        await asyncio.to_thread(link, entry.path)
+    except (FileExistsError, ValueError):
+        raise ApiError(
+            400, f'destination "{body.destination}" already exists', param="destination"
+        ) from None
     await asyncio.to_thread(pool_of(request).catalog.refresh)
     return Response(status_code=200)

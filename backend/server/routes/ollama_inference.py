@@ -14,6 +14,7 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
+from pydantic import ValidationError
 
 from backend.engine.engine import Engine
 from backend.engine.media.media_span import MediaSpan
@@ -133,9 +134,14 @@ async def ollama_generate(body: OllamaGenerateRequest, request: Request) -> Resp
         raise ApiError(400, "raw and suffix prompts take no images or format", param="raw")
     show = wants_thinking(body.think, body.model, engine.capabilities)
     tokens = await off_loop(_raw_prompt, body, engine)
-    fields = CompletionRequest.model_validate(
-        {"prompt": body.prompt, **sampling_fields(body.options)}
-    )
+    try:
+        fields = CompletionRequest.model_validate(
+            {"prompt": body.prompt, **sampling_fields(body.options)}
+        )
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first.get("loc", ()))
+        raise ApiError(400, f"options.{where}: {first.get('msg')}", param="options") from None
     sampling = sampling_params(fields, engine)
     if (last_n := repeat_last_n(body.options, engine.n_ctx)) is not None:
         sampling.penalty_last_n = last_n

@@ -23,6 +23,7 @@ from backend.server.generation import (
     DEFAULT_TOP_K,
     DEFAULT_TOP_P,
     model_names,
+    off_loop,
     ready_engine,
 )
 from backend.server.ollama.model_facts import details, digest, show_body, tag_entry
@@ -73,7 +74,7 @@ def default_parameters(engine: Engine) -> dict[str, Any]:
 @router.get("/api/tags")
 async def tags(request: Request) -> dict[str, Any]:
     engine = ready_engine(request)
-    header = read_gguf_header(engine.model_path)
+    header = await off_loop(read_gguf_header, engine.model_path)
     return {"models": [tag_entry(engine.model_id, engine.model_path, header)]}
 
 
@@ -84,7 +85,7 @@ async def show(body: OllamaModelRequest, request: Request) -> dict[str, Any]:
     return show_body(
         engine.model_id,
         engine.model_path,
-        read_gguf_header(engine.model_path),
+        await off_loop(read_gguf_header, engine.model_path),
         engine.capabilities,
         template,
         default_parameters(engine),
@@ -98,7 +99,8 @@ async def ps(request: Request) -> dict[str, Any]:
     stats = engine.stats()
     size = path.stat().st_size
     on_gpu = stats.model.n_gpu_layers
-    blocks = max(read_gguf_header(path).block_count, 1)
+    header = await off_loop(read_gguf_header, path)
+    blocks = max(header.block_count, 1)
     name = ollama_name(engine.model_id)
     return {
         "models": [
@@ -107,7 +109,7 @@ async def ps(request: Request) -> dict[str, Any]:
                 "model": name,
                 "size": size,
                 "digest": digest(path),
-                "details": details(read_gguf_header(path)),
+                "details": details(header),
                 "expires_at": FOREVER,  # one model, served until the server stops
                 "size_vram": int(size * min(on_gpu, blocks) / blocks),
                 "context_length": engine.n_ctx,
@@ -127,7 +129,11 @@ async def _vectors(request: Request, model: str, texts: list[str]) -> list[list[
 async def embed(body: OllamaEmbedRequest, request: Request) -> dict[str, Any]:
     named_engine(request, body.model)
     texts = [body.input] if isinstance(body.input, str) else list(body.input)
-    texts = [t for t in texts if t]
+    if texts == [""]:
+        texts = []  # Ollama's empty input: no vectors (it only loads)
+    for i, text in enumerate(texts):
+        if not text:
+            raise ApiError(400, f"input[{i}] is empty: every input needs text", param="input")
     t0 = datetime.now(UTC)
     vectors = await _vectors(request, body.model, texts) if texts else []
     if body.dimensions is not None:
