@@ -4,7 +4,8 @@ Every operation gets schemathesis's coverage cases (each field at its boundaries
 a time, valid and invalid) and random valid and invalid requests (positive and negative);
 the server must never answer 5xx, and every 4xx must carry OpenAI's error shape
 ``{"error": {"message", "type", "param", "code"}}`` (under ``/v1/messages``, Anthropic's
-``{"type": "error", "error": {"type", "message"}}``). Bounded in time: a few dozen random
+``{"type": "error", "error": {"type", "message"}}``; under ``/api/``, Ollama's
+``{"error": "..."}``). Bounded in time: a few dozen random
 examples per operation (more for chat and completions, whose nested bodies hid the 500s of
 issue 14), a wall-clock cap on each operation's random cases, no deadline per example, and
 token counts capped in the fuzzed schema (``max_tokens`` and friends made required and at
@@ -44,6 +45,7 @@ TIMEOUT = 120
 TOKEN_FIELDS = ("max_tokens", "max_completion_tokens", "n_predict", "max_output_tokens")
 ERROR_KEYS = {"message", "type", "param", "code"}
 ANTHROPIC_PATHS = "/v1/messages"  # and below it: Anthropic's error shape
+OLLAMA_PATHS = "/api/"  # Ollama's routes: its error shape
 # Status classes the fuzzing of an operation must reach: valid bodies answered 2xx, invalid
 # ones 4xx (checked when the operation's cases are done, so also when one test runs alone).
 MUST_REACH = {
@@ -123,6 +125,10 @@ def check_response(case: schemathesis.Case, response: Any) -> None:
             assert isinstance(body, dict) and set(body) == {"type", "error"}, request
             assert body["type"] == "error" and set(body["error"]) == {"type", "message"}, request
             assert body["error"]["type"].endswith("_error"), f"{request}: {response.text}"
+        elif case.path.startswith(OLLAMA_PATHS):  # Ollama's: {"error": "..."}
+            assert isinstance(body, dict) and set(body) == {"error"}, f"{request}: {response.text}"
+            assert isinstance(body["error"], str) and body["error"], f"{request}: {response.text}"
+            return
         else:
             assert isinstance(body, dict) and set(body) == {"error"}, f"{request}: {response.text}"
             assert set(body["error"]) == ERROR_KEYS, f"{request}: {response.text}"
@@ -146,6 +152,10 @@ def test_served_schema_is_the_fuzzed_one(live_server: LiveServer) -> None:
         "/props",
         "/slots",
         "/apply-template",
+        "/api/chat",
+        "/api/generate",
+        "/api/tags",
+        "/api/show",
     ):
         assert path in paths
 
