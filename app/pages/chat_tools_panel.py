@@ -47,6 +47,7 @@ class ToolsPanel(QGroupBox):
         self._v.setSpacing(6)
         self.rows: dict[str, tuple[QCheckBox, QLabel]] = {}
         self.note = QLabel()
+        self.note.setTextFormat(Qt.TextFormat.PlainText)
         self.note.setWordWrap(True)
         self.note.setProperty("muted", True)
         self.note.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
@@ -70,6 +71,7 @@ class ToolsPanel(QGroupBox):
                 box = QCheckBox(row.name)
                 box.toggled.connect(lambda on, name=row.name: self.toggled.emit(name, on))
                 label = QLabel()
+                label.setTextFormat(Qt.TextFormat.PlainText)  # a server's stderr is text
                 label.setWordWrap(True)
                 label.setProperty("muted", True)
                 self._rows_box.addWidget(box)

@@ -14,6 +14,7 @@ import httpx
 from rich.console import Console
 from rich.live import Live
 from rich.markdown import Markdown
+from rich.markup import escape
 
 from backend.mcp_tools.chat_stream import ChatError
 from backend.mcp_tools.mcp_hub import McpError, McpTool, reason
@@ -35,12 +36,12 @@ class Terminal:
             return "once"
         self.end_reply()
         if not sys.stdin.isatty():
-            self.err.print(f"[yellow]denied {tool.server}__{tool.name}[/]: no terminal to ask on")
+            name = escape(f"{tool.server}__{tool.name}")
+            self.err.print(f"[yellow]denied {name}[/]: no terminal to ask on")
             return "deny"
-        shown = json.dumps(arguments, ensure_ascii=False)
-        answer = self.err.input(
-            f"Run [bold]{tool.server}__{tool.name}[/] {shown}? [y]es / [a]lways / [n]o "
-        )
+        shown = escape(json.dumps(arguments, ensure_ascii=False))
+        name = escape(f"{tool.server}__{tool.name}")
+        answer = self.err.input(f"Run [bold]{name}[/] {shown}? \\[y]es / \\[a]lways / \\[n]o ")
         return {"y": "once", "a": "always"}.get(answer.strip().lower()[:1], "deny")  # type: ignore[return-value]
 
     def callbacks(self) -> LoopCallbacks:
@@ -61,18 +62,19 @@ class Terminal:
         self._live.update(Markdown(self._text))
 
     def _on_reasoning(self, text: str) -> None:
-        self.err.print(f"[dim]{text}[/]", end="")
+        self.err.print(f"[dim]{escape(text)}[/]", end="")
 
     def _on_call(self, record: ToolCallRecord) -> None:
         self.end_reply()
-        args = json.dumps(record.arguments, ensure_ascii=False)
-        head = f"[cyan]tool[/] {record.tool} {args}"
+        # what tools and servers say is text, never markup
+        args = escape(json.dumps(record.arguments, ensure_ascii=False))
+        head = f"[cyan]tool[/] {escape(record.tool)} {args}"
         if record.denied:
-            self.err.print(f"{head} [yellow]not run[/]: {record.result}")
+            self.err.print(f"{head} [yellow]not run[/]: {escape(record.result)}")
             return
         status = "[red]error[/]" if record.is_error else f"{record.seconds:.1f} s"
         result = record.result if len(record.result) <= 400 else record.result[:400] + "..."
-        self.err.print(f"{head} ({status})\n  [dim]{result}[/]")
+        self.err.print(f"{head} ({status})\n  [dim]{escape(result)}[/]")
 
     def end_reply(self) -> None:
         """End the answer shown so far: stop its live Markdown, or end its line in a pipe."""
@@ -96,7 +98,7 @@ def _read_message(term: Terminal) -> str | None:
 
 
 def repl(loop: ToolLoop, messages: list[dict[str, Any]], term: Terminal) -> int:
-    term.err.print(f"chatting with [bold]{loop.model}[/]; {HELP}")
+    term.err.print(f"chatting with [bold]{escape(loop.model)}[/]; {escape(HELP)}")
     while True:
         try:
             text = _read_message(term)
@@ -113,16 +115,16 @@ def repl(loop: ToolLoop, messages: list[dict[str, Any]], term: Terminal) -> int:
             continue
         if command == "/model":
             loop.model = rest.strip() or loop.model
-            term.err.print(f"model: {loop.model}")
+            term.err.print(f"model: {escape(loop.model)}")
             continue
         if command == "/tools":
             try:
                 tools = loop.tools()
             except Exception as exc:  # a server that fails to start says why
-                term.err.print(f"[red]{exc}[/]")
+                term.err.print(f"[red]{escape(reason(exc))}[/]")
                 continue
             for name, tool in tools.items():
-                term.err.print(f"  {name}: {tool.description}")
+                term.err.print(f"  {escape(name)}: {escape(tool.description)}")
             if not tools:
                 term.err.print("  no MCP tools (QUANTDESK_HOME/mcp.json, or --mcp FILE)")
             continue
@@ -134,7 +136,7 @@ def repl(loop: ToolLoop, messages: list[dict[str, Any]], term: Terminal) -> int:
             cancel.set()
             term.err.print("[yellow](stopped)[/]")
         except (ChatError, McpError, httpx.HTTPError) as exc:
-            term.err.print(f"[red]{reason(exc)}[/]")
+            term.err.print(f"[red]{escape(reason(exc))}[/]")
             messages.pop()
         finally:
             term.end_reply()

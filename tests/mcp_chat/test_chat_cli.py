@@ -116,3 +116,21 @@ def test_without_a_server_it_starts_one(tmp_path: Path) -> None:
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip()
+
+
+def test_what_tools_say_is_shown_as_text_not_markup() -> None:
+    """A result or a name with rich's markup in it (``[/x]`` would raise) prints as is."""
+    import io
+
+    from rich.console import Console
+
+    from backend.entrypoints.chat_repl import Terminal
+    from backend.mcp_tools.tool_loop import ToolCallRecord
+
+    out = io.StringIO()
+    term = Terminal(err=Console(file=out, width=200))
+    term.callbacks().on_call(ToolCallRecord("x__[b]y", {"q": "[/x]"}, result="[/bold] [red]ok"))
+    term.callbacks().on_reasoning("[/think]")
+    text = out.getvalue()
+    assert "x__[b]y" in text and '"[/x]"' in text and "[/bold] [red]ok" in text
+    assert "[/think]" in text
