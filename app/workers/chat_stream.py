@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 
 from backend.core.errors import QuantDeskError
-from backend.mcp_tools.chat_stream import ChatError
+from backend.mcp_tools.chat_stream import ChatError, sse_chunks
 from backend.mcp_tools.mcp_hub import McpError
 from backend.mcp_tools.tool_loop import LoopCallbacks, ToolCallRecord, ToolLoop
 
@@ -66,17 +66,7 @@ def stream_reply(
         ):
             if response.status_code != 200:
                 raise ChatReplyError(_error_text(response))
-            for line in response.iter_lines():
-                if cancel.is_set():
-                    break
-                if not line.startswith("data:"):
-                    continue
-                data = line[5:].strip()
-                if data == "[DONE]":
-                    break
-                chunk = json.loads(data)
-                if chunk.get("error"):
-                    raise ChatReplyError(str(chunk["error"].get("message", chunk["error"])))
+            for chunk in sse_chunks(response.iter_lines(), cancel):
                 usage = chunk.get("usage") or {}
                 if usage.get("completion_tokens") is not None:
                     usage_tokens = int(usage["completion_tokens"])
@@ -93,6 +83,8 @@ def stream_reply(
                         on_delta(text)
     except httpx.ConnectError as exc:
         raise ChatReplyError("Cannot reach the server. Is it running?") from exc
+    except ChatError as exc:  # the server's own error, sent in the stream
+        raise ChatReplyError(str(exc)) from exc
     except (httpx.HTTPError, ValueError) as exc:
         if not cancel.is_set():
             raise ChatReplyError(f"The reply was cut off: {exc}") from exc

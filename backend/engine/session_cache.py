@@ -366,15 +366,9 @@ class SessionStore:
         if self.disk is None:
             self.ram.take_all()
             return
-        queued: list[np.ndarray] = []  # written by this loop: the writer may not be done
         for entry in reversed(self.ram.take_all()):  # the most recent first
-            covered = any(
-                len(q) >= len(entry.tokens) and common_prefix(q, entry.tokens) == len(entry.tokens)
-                for q in queued
-            )
-            if not entry.on_disk and not covered and not self.disk.holds(entry.tokens):
-                self.disk.write(entry)
-                queued.append(entry.tokens)
+            if not entry.on_disk and not self.disk.holds(entry.tokens):
+                self.disk.write(entry)  # the writer checks again: a queued twin is skipped
         self.disk.close(timeout)
 
     def snapshot(self) -> tuple[TierSnapshot, TierSnapshot | None]:

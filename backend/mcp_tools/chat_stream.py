@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -57,6 +57,23 @@ def _error_text(response: httpx.Response) -> str:
     return str(err or body)
 
 
+def sse_chunks(lines: Iterable[str], cancel: threading.Event) -> Iterator[dict[str, Any]]:
+    """The JSON chunks of an OpenAI-style SSE stream, until ``[DONE]`` or ``cancel``;
+    ChatError for an error the server sends in the stream."""
+    for line in lines:
+        if cancel.is_set():
+            return
+        if not line.startswith("data:"):
+            continue
+        data = line[5:].strip()
+        if data == "[DONE]":
+            return
+        chunk = json.loads(data)
+        if error := chunk.get("error"):
+            raise ChatError(str(error.get("message", error) if isinstance(error, dict) else error))
+        yield chunk
+
+
 def stream_chat(
     client: httpx.Client,
     body: dict[str, Any],
@@ -71,18 +88,7 @@ def stream_chat(
     with client.stream("POST", "/v1/chat/completions", json={**body, "stream": True}) as r:
         if r.status_code != 200:
             raise ChatError(f"HTTP {r.status_code}: {_error_text(r)}")
-        for line in r.iter_lines():
-            if cancel.is_set():
-                reply.cancelled = True
-                break
-            if not line.startswith("data:"):
-                continue
-            data = line[5:].strip()
-            if data == "[DONE]":
-                break
-            chunk = json.loads(data)
-            if "error" in chunk:
-                raise ChatError(str(chunk["error"].get("message", chunk["error"])))
+        for chunk in sse_chunks(r.iter_lines(), cancel):
             for choice in chunk.get("choices", []):
                 delta = choice.get("delta") or {}
                 if text := delta.get("content"):
@@ -101,4 +107,5 @@ def stream_chat(
                     slot.name += fn.get("name") or ""
                     slot.arguments += fn.get("arguments") or ""
                 reply.finish_reason = choice.get("finish_reason") or reply.finish_reason
+    reply.cancelled = cancel.is_set()
     return reply

@@ -16,20 +16,15 @@ import httpx
 import pytest
 import uvicorn
 
-from tests.ollama.conftest import TOOLS_TEMPLATE
-from tests.server.conftest import LiveServer, start_server, wait_healthy
+from tests.ollama.conftest import TOOLS_TEMPLATE, templated_server
+from tests.server.conftest import LiveServer
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="package")
 def tools_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    template = tmp_path_factory.mktemp("tools") / "tools.jinja"
-    template.write_text(TOOLS_TEMPLATE, encoding="utf-8")
-    server = start_server(ctx_size=8192, parallel=2, chat_template_file=str(template))
-    wait_healthy(server.base_url)
-    yield server
-    server.handle.stop()
+    yield from templated_server(tmp_path_factory, TOOLS_TEMPLATE, ctx_size=8192, parallel=2)
 
 
 @pytest.fixture

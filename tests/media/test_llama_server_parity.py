@@ -4,6 +4,7 @@ peer built from the same vendored llama.cpp by benchmarks/build_llama_server.sh)
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -24,14 +25,11 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def _answer(base_url: str, image: bytes) -> tuple[str, int]:
-    parts = [
-        {"type": "image_url", "image_url": {"url": data_url(image)}},
-        {"type": "text", "text": "What is in the picture?"},
-    ]
+def _answer(base_url: str, part: dict[str, Any], question: str) -> tuple[str, int]:
+    """The greedy answer to one media part and a question, and its prompt tokens."""
     body = {
         "model": "any",
-        "messages": [{"role": "user", "content": parts}],
+        "messages": [{"role": "user", "content": [part, {"type": "text", "text": question}]}],
         "max_tokens": 16,
         "temperature": 0,
     }
@@ -39,36 +37,32 @@ def _answer(base_url: str, image: bytes) -> tuple[str, int]:
     r.raise_for_status()
     out = r.json()
     return out["choices"][0]["message"]["content"], out["usage"]["prompt_tokens"]
+
+
+def _both_answer(
+    ours: LiveServer, files: tuple[Path, Path], parts: list[dict[str, Any]], question: str,
+    tmp_path: Path,
+) -> None:  # fmt: skip
+    """llama-server ``--mmproj`` on the same model and projector answers each part as we do."""
+    model, mmproj = files
+    argv = llama_server_argv(DEFAULT_LLAMA_SERVER)
+    spec = ServerSpec("llama-server", argv, extra_flags=["--mmproj", str(mmproj)])
+    with started(spec, Knobs(model, 2, 1, 4096, 512, 512), tmp_path / "peer.log", 120) as (
+        url,
+        _proc,
+    ):
+        theirs = [_answer(url, part, question) for part in parts]
+    assert [_answer(ours.base_url, part, question) for part in parts] == theirs
 
 
 def test_greedy_answers_to_images_match_llama_server(
     vlm_server: LiveServer, tiny_vlm: tuple[Path, Path], tmp_path: Path
 ) -> None:
-    model, mmproj = tiny_vlm
-    argv = llama_server_argv(DEFAULT_LLAMA_SERVER)
-    spec = ServerSpec("llama-server", argv, extra_flags=["--mmproj", str(mmproj)])
-    images = [picture(kind) for kind in ("red-square", "blue-circle", "stripes")]
-    with started(spec, Knobs(model, 2, 1, 4096, 512, 512), tmp_path / "peer.log", 120) as (
-        url,
-        _proc,
-    ):
-        theirs = [_answer(url, image) for image in images]
-    ours = [_answer(vlm_server.base_url, image) for image in images]
-    assert ours == theirs
-
-
-def _heard(base_url: str, clip_bytes: bytes) -> tuple[str, int]:
-    parts = [audio_part(clip_bytes), {"type": "text", "text": "What do you hear?"}]
-    body = {
-        "model": "any",
-        "messages": [{"role": "user", "content": parts}],
-        "max_tokens": 16,
-        "temperature": 0,
-    }
-    r = httpx.post(f"{base_url}/v1/chat/completions", json=body, timeout=120)
-    r.raise_for_status()
-    out = r.json()
-    return out["choices"][0]["message"]["content"], out["usage"]["prompt_tokens"]
+    parts = [
+        {"type": "image_url", "image_url": {"url": data_url(picture(kind))}}
+        for kind in ("red-square", "blue-circle", "stripes")
+    ]
+    _both_answer(vlm_server, tiny_vlm, parts, "What is in the picture?", tmp_path)
 
 
 def test_greedy_answers_to_audio_match_llama_server(
@@ -76,14 +70,5 @@ def test_greedy_answers_to_audio_match_llama_server(
 ) -> None:
     """A clip longer than a batch (750 positions): llama-server decodes it in batch-sized
     pieces, as we do."""
-    model, mmproj = tiny_audio_lm
-    argv = llama_server_argv(DEFAULT_LLAMA_SERVER)
-    spec = ServerSpec("llama-server", argv, extra_flags=["--mmproj", str(mmproj)])
-    clips = [clip(kind) for kind in ("low", "high", "noise")]
-    with started(spec, Knobs(model, 2, 1, 4096, 512, 512), tmp_path / "peer.log", 120) as (
-        url,
-        _proc,
-    ):
-        theirs = [_heard(url, c) for c in clips]
-    ours = [_heard(audio_server.base_url, c) for c in clips]
-    assert ours == theirs
+    parts = [audio_part(clip(kind)) for kind in ("low", "high", "noise")]
+    _both_answer(audio_server, tiny_audio_lm, parts, "What do you hear?", tmp_path)

@@ -23,9 +23,17 @@ GREEDY = {"temperature": 0, "seed": 1}
 
 @pytest.fixture(scope="package")
 def ollama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    template = tmp_path_factory.mktemp("ollama") / "tools.jinja"
-    template.write_text(TOOLS_TEMPLATE, encoding="utf-8")
-    server = start_server(ctx_size=8192, parallel=4, chat_template_file=str(template))
+    yield from templated_server(tmp_path_factory, TOOLS_TEMPLATE, ctx_size=8192, parallel=4)
+
+
+def templated_server(
+    tmp_path_factory: pytest.TempPathFactory, template: str, **engine: object
+) -> Iterator[LiveServer]:
+    """A server on the embedded SmolLM2 rendering its chats with ``template`` (a fixture's
+    body: yields the server, stops it after)."""
+    path = tmp_path_factory.mktemp("template") / "chat.jinja"
+    path.write_text(template, encoding="utf-8")
+    server = start_server(chat_template_file=str(path), **engine)
     wait_healthy(server.base_url)
     yield server
     server.handle.stop()

@@ -9,8 +9,8 @@ from collections.abc import Iterator
 import ollama
 import pytest
 
-from tests.ollama.conftest import GREEDY, MODEL
-from tests.server.conftest import LiveServer, start_server, wait_healthy
+from tests.ollama.conftest import GREEDY, MODEL, templated_server
+from tests.server.conftest import LiveServer
 
 # SmolLM2 never closes the block this template opens: all it writes is thinking
 THINKING_TEMPLATE = (
@@ -21,12 +21,7 @@ THINKING_TEMPLATE = (
 
 @pytest.fixture(scope="module")
 def thinking_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    template = tmp_path_factory.mktemp("thinking") / "think.jinja"
-    template.write_text(THINKING_TEMPLATE, encoding="utf-8")
-    server = start_server(ctx_size=4096, parallel=2, chat_template_file=str(template))
-    wait_healthy(server.base_url)
-    yield server
-    server.handle.stop()
+    yield from templated_server(tmp_path_factory, THINKING_TEMPLATE, ctx_size=4096, parallel=2)
 
 
 def test_thinking_is_its_own_field_and_think_false_leaves_it_out(

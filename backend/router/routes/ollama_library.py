@@ -41,7 +41,7 @@ from backend.router.proxy import proxy
 from backend.router.routes.models import pool_of
 from backend.server.auth import require_api_key
 from backend.server.errors import ApiError
-from backend.server.ollama.answer import created_at, ndjson_lines
+from backend.server.ollama.answer import Kind, loaded, ndjson_lines
 from backend.server.ollama.model_facts import details, digest, show_body, tag_entry
 from backend.server.ollama.names import ollama_name
 from backend.server.ollama.options import keep_alive_seconds
@@ -172,13 +172,8 @@ async def inference(request: Request) -> Response:
             await pool.load(entry.model_id)
             if ttl is not None:
                 entry.ttl_s = ttl
-        out: dict[str, Any] = {"model": name, "created_at": created_at()}
-        out |= (
-            {"message": {"role": "assistant", "content": ""}}
-            if path == "/api/chat"
-            else {"response": ""}
-        )
-        return JSONResponse(out | {"done": True, "done_reason": "unload" if keep == 0 else "load"})
+        kind: Kind = "chat" if path == "/api/chat" else "generate"
+        return JSONResponse(loaded(kind, name, keep == 0))
     data["model"] = entry.model_id  # the child knows it by its id (not hf.co/... names)
     body = json.dumps(data).encode()
     return await proxy(request, pool, request.app.state.relay, entry.model_id, body, ttl)

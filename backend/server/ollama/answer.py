@@ -28,6 +28,20 @@ def created_at() -> str:
     return datetime.now(UTC).isoformat().replace("+00:00", "Z")
 
 
+def loaded(kind: Kind, model: str, unloaded: bool) -> dict[str, Any]:
+    """The answer to a request that only loads (or, ``keep_alive: 0``, unloads) a model."""
+    body: dict[str, Any] = (
+        {"message": {"role": "assistant", "content": ""}} if kind == "chat" else {"response": ""}
+    )
+    return {
+        "model": model,
+        "created_at": created_at(),
+        **body,
+        "done": True,
+        "done_reason": "unload" if unloaded else "load",
+    }
+
+
 def ndjson(obj: dict[str, Any]) -> bytes:
     return (json.dumps(obj, ensure_ascii=False) + "\n").encode()
 

@@ -10,8 +10,6 @@ messages (or an empty prompt) only loads the model, as Ollama's clients use it;
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import ValidationError
@@ -30,7 +28,7 @@ from backend.server.generation import (
     prepared_while_connected,
     sampling_params,
 )
-from backend.server.ollama.answer import Answer, Kind, created_at, ndjson_lines, pieces, whole
+from backend.server.ollama.answer import Answer, Kind, loaded, ndjson_lines, pieces, whole
 from backend.server.ollama.names import served_name
 from backend.server.ollama.options import keep_alive_seconds, repeat_last_n, sampling_fields
 from backend.server.ollama.schemas import OllamaChatRequest, OllamaGenerateRequest
@@ -42,18 +40,6 @@ router = APIRouter(dependencies=[Depends(require_api_key)])
 
 # tokens, max_tokens, samplings, stop strings, media spans
 Prompt = tuple[list[int], int, list[SamplingParams], list[str], list[MediaSpan]]
-
-
-def _loaded(kind: Kind, model: str, keep_alive: object) -> JSONResponse:
-    """The answer to a request that only loads (or, keep_alive 0, unloads) the model."""
-    out: dict[str, Any] = {"model": model, "created_at": created_at()}
-    if kind == "chat":
-        out["message"] = {"role": "assistant", "content": ""}
-    else:
-        out["response"] = ""
-    out["done"] = True
-    out["done_reason"] = "unload" if keep_alive in (0, 0.0, "0", "0s") else "load"
-    return JSONResponse(out)
 
 
 def _check(engine: Engine, model: str, *, tools: bool) -> None:
@@ -104,7 +90,7 @@ async def ollama_chat(body: OllamaChatRequest, request: Request) -> Response:
     engine = engine_for(request, served_name(body.model))
     keep_alive_seconds(body.keep_alive)  # checked; the router's to act on
     if not body.messages:
-        return _loaded("chat", body.model, body.keep_alive)
+        return JSONResponse(loaded("chat", body.model, keep_alive_seconds(body.keep_alive) == 0))
     _check(engine, body.model, tools=bool(body.tools))
     return await _templated(request, engine, body, "chat")
 
@@ -126,7 +112,9 @@ async def ollama_generate(body: OllamaGenerateRequest, request: Request) -> Resp
     engine = engine_for(request, served_name(body.model))
     keep_alive_seconds(body.keep_alive)
     if not body.prompt and not body.images and body.suffix is None:
-        return _loaded("generate", body.model, body.keep_alive)
+        return JSONResponse(
+            loaded("generate", body.model, keep_alive_seconds(body.keep_alive) == 0)
+        )
     _check(engine, body.model, tools=False)
     if not body.raw and body.suffix is None:
         return await _templated(request, engine, body, "generate")
