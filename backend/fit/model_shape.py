@@ -6,7 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from backend.fit.errors import FitError
-from backend.gguf_file.gguf_header import ArrayInfo, GGUFHeader
+from backend.gguf_file.gguf_header import GGUFHeader
+from backend.gguf_file.gguf_parser import ArrayInfo
 
 # Architectures with interleaved sliding-window attention: (pattern, dense_first),
 # as in llama.cpp's load_swa_pattern() calls; a layer is SWA when

@@ -14,9 +14,9 @@ from huggingface_hub import HfApi
 from huggingface_hub.hf_api import ModelInfo
 from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
 
-from backend.gguf_file.errors import GGUFFormatError
+from backend.gguf_file.errors import GGUFFormatError, GGUFTruncatedError
 from backend.gguf_file.ggml_types import quant_from_filename
-from backend.gguf_file.gguf_header import GGUFHeader, GGUFTruncatedError, parse_gguf_header
+from backend.gguf_file.gguf_header import GGUFHeader, parse_gguf_header
 from backend.gguf_file.projector_file import is_projector
 from backend.hub.errors import HubError
 from backend.hub.hub_errors import hub_errors

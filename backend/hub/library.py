@@ -21,9 +21,9 @@ from backend.gguf_file.errors import GGUFFormatError
 from backend.gguf_file.gguf_header import read_gguf_header
 from backend.gguf_file.projector_file import is_projector, mmproj_beside
 from backend.gguf_file.split_gguf import SPLIT_NAME, split_part_names
-from backend.hub.download_manager import PARTIAL_DIR, SOURCE_FILE
 from backend.hub.errors import LibraryError
 from backend.hub.hub_settings import HubSettings
+from backend.hub.library_paths import PARTIAL_DIR, SOURCE_FILE
 from backend.settings.default_model import DEFAULT_MODEL_ID, default_model_path
 
 log = logging.getLogger(__name__)
