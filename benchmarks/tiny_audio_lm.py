@@ -13,13 +13,12 @@ takes a few seconds.
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import tempfile
 from pathlib import Path
 
-from benchmarks.tiny_vlm import build_hf_folder, convert
+from benchmarks.tiny_vlm import build_hf_folder, builder_main, convert
 
 log = logging.getLogger(__name__)
 
@@ -94,12 +93,7 @@ def build_tiny_audio_lm(out_dir: Path, *, seed: int = 0) -> tuple[Path, Path]:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("out_dir", type=Path)
-    p.add_argument("--seed", type=int, default=0)
-    args = p.parse_args()
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
-    build_tiny_audio_lm(args.out_dir, seed=args.seed)
+    builder_main(__doc__, build_tiny_audio_lm)
 
 
 if __name__ == "__main__":

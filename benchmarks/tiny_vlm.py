@@ -20,6 +20,7 @@ import logging
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from benchmarks.sp_tokenizer import train_sentencepiece
@@ -204,6 +205,16 @@ def build_tiny_vlm(
         convert(hf, mmproj, mmproj=True, script=converter)
     log.info("tiny VLM written: %s, %s", model, mmproj)
     return model, mmproj
+
+
+def builder_main(doc: str | None, build: Callable[..., tuple[Path, Path]]) -> None:
+    """The command line of a tiny model's builder: ``OUT_DIR [--seed N]``."""
+    p = argparse.ArgumentParser(description=(doc or "").split("\n\n")[0])
+    p.add_argument("out_dir", type=Path)
+    p.add_argument("--seed", type=int, default=0)
+    args = p.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    build(args.out_dir, seed=args.seed)
 
 
 def main() -> None:

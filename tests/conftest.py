@@ -64,6 +64,14 @@ def tiny_vlm(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 
 
 @pytest.fixture(scope="session")
+def tiny_qwen_vl(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """The tiny Qwen2-VL made here (benchmarks/tiny_qwen_vl.py: M-RoPE): model, mmproj."""
+    from benchmarks.tiny_qwen_vl import build_tiny_qwen_vl
+
+    return build_tiny_qwen_vl(tmp_path_factory.mktemp("tiny-qwen-vl"))
+
+
+@pytest.fixture(scope="session")
 def tiny_audio_lm(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """The tiny audio-language model made here (benchmarks/tiny_audio_lm.py): model, mmproj."""
     from benchmarks.tiny_audio_lm import build_tiny_audio_lm
@@ -76,6 +84,8 @@ MODEL_FIXTURES = frozenset(
     {
         "tiny_vlm",
         "vlm_server",
+        "tiny_qwen_vl",
+        "qwen_vl_server",
         "tiny_audio_lm",
         "audio_server",
         "ollama_server",

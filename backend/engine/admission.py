@@ -103,9 +103,10 @@ class AdmissionPolicy(ABC):
             outcome = self._place(seq, matched, src, src_cached, running)
         else:  # a fresh sequence id, then the saved session loaded into it
             outcome = self._place(seq, 0, -1, False, running)
-            if outcome is Admission.ADMITTED:
-                matched = self._restore(seq.seq_id, stored)
         if outcome is Admission.ADMITTED:
+            self.kv.bind(seq.seq_id, seq.media)  # before a restore cuts it to its prefix
+            if stored is not None:
+                matched = self._restore(seq.seq_id, stored)
             counted = seq.preempted == 0 and seq.request.prompt_logprobs is None
             if self.sessions is not None and counted:
                 self.sessions.record(stored, matched if stored is not None else 0)

@@ -18,6 +18,8 @@ import ctypes
 import llama_cpp
 import numpy as np
 
+from backend.engine.media.media_span import MediaSpan, position_at
+
 
 class _Segment:
     __slots__ = ("holders", "length")
@@ -90,6 +92,11 @@ class KvAccounting:
         """Drop every cell of ``seq_id``."""
         self._forget(seq_id)
 
+    def bind(self, seq_id: int, media: list[MediaSpan]) -> None:
+        """``seq_id`` now holds (a prefix of) a prompt with these media: their positions
+        place its cells (see :meth:`KvCache.bind`). Cells are counted by index: nothing
+        to do here."""
+
     def save_seq(self, seq_id: int) -> np.ndarray | None:
         """The state of ``seq_id``'s cells, to be put back by :meth:`restore_seq`; None when
         it cannot be read. Without a model there is nothing to copy: one byte per cell
@@ -143,23 +150,41 @@ class KvCache(KvAccounting):
         super().__init__(n_cells)
         self._ctx = ctx
         self._memory = memory
+        self._media: dict[int, list[MediaSpan]] = {}
+
+    def bind(self, seq_id: int, media: list[MediaSpan]) -> None:
+        """llama.cpp's calls name positions, the accounting cells: the same numbers, except
+        after an image placed with M-RoPE (fewer positions than cells). The media of the
+        prompt ``seq_id`` holds map one to the other; a copy or a cut prefix keeps the
+        source's, which agree with any prompt sharing that prefix."""
+        if media:
+            self._media[seq_id] = media
+        else:
+            self._media.pop(seq_id, None)
+
+    def _pos(self, seq_id: int, n: int) -> int:
+        media = self._media.get(seq_id)
+        return position_at(media, n) if media else n
 
     def copy_prefix(self, src: int, dst: int, n: int) -> None:
-        llama_cpp.llama_memory_seq_cp(self._memory, src, dst, 0, n)
+        llama_cpp.llama_memory_seq_cp(self._memory, src, dst, 0, self._pos(src, n))
         super().copy_prefix(src, dst, n)
+        self.bind(dst, self._media.get(src, []))
 
     def copy_stream(self, src: int, dst: int) -> None:
         # cross-stream copies are whole-stream; llama.cpp applies them at the next decode
         llama_cpp.llama_memory_seq_cp(self._memory, src, dst, -1, -1)
         super().copy_stream(src, dst)
+        self.bind(dst, self._media.get(src, []))
 
     def keep(self, seq_id: int, n: int) -> None:
-        llama_cpp.llama_memory_seq_rm(self._memory, seq_id, n, -1)
+        llama_cpp.llama_memory_seq_rm(self._memory, seq_id, self._pos(seq_id, n), -1)
         super().keep(seq_id, n)
 
     def rm(self, seq_id: int) -> None:
         llama_cpp.llama_memory_seq_rm(self._memory, seq_id, -1, -1)
         super().rm(seq_id)
+        self._media.pop(seq_id, None)
 
     def save_seq(self, seq_id: int) -> np.ndarray | None:
         size = llama_cpp.llama_state_seq_get_size(self._ctx, seq_id)

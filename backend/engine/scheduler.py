@@ -36,7 +36,7 @@ from backend.engine.errors import EngineStoppedError, GrammarDeadEndError, Queue
 from backend.engine.kv_cache import KvCache
 from backend.engine.logprobs import LogprobReader
 from backend.engine.media.embd_batch import EmbdBatch
-from backend.engine.media.media_span import MediaSpan, span_at
+from backend.engine.media.media_span import MediaSpan, position_at, span_at
 from backend.engine.model_runtime import ModelRuntime
 from backend.engine.request_types import (
     EngineEvent,
@@ -375,13 +375,14 @@ class Scheduler:
         for seq, n in plan:
             sid = seq.seq_id
             start = seq.n_past
+            pos = position_at(seq.media, start) if seq.media else start
             toks = seq.tokens
             if n > 1 and seq.generating:  # the last token and a draft: logits on every row
                 draft = seq.draft[: n - 1]
                 logits_at.append((seq, i, draft))
                 for j, token in enumerate([toks[start], *draft]):
                     batch.token[i] = token
-                    batch.pos[i] = start + j
+                    batch.pos[i] = pos + j
                     batch.n_seq_id[i] = 1
                     batch.seq_id[i][0] = sid
                     batch.logits[i] = 1
@@ -393,7 +394,7 @@ class Scheduler:
                 scored.append((seq, i, min(n, seq.n_prompt - 1 - start)))
             for j in range(n):
                 batch.token[i] = toks[start + j]
-                batch.pos[i] = start + j
+                batch.pos[i] = pos + j
                 batch.n_seq_id[i] = 1
                 batch.seq_id[i][0] = sid
                 batch.logits[i] = 1 if score else 0
@@ -438,7 +439,7 @@ class Scheduler:
             self._embd = EmbdBatch(self._n_batch, span.embd.shape[1])
         self._deliver()
         t_dec = time.perf_counter()
-        rc = self._embd.decode(self.rt.ctx, span, seq.seq_id)
+        rc = self._embd.decode(self.rt.ctx, span, seq.seq_id, position_at(seq.media, seq.n_past))
         decode_s = time.perf_counter() - t_dec
         if rc != 0:
             self._decode_failed(rc, [(seq, span.n_tokens)])

@@ -1,5 +1,5 @@
 """Servers on the tiny vision-language and audio-language models (the session fixtures
-``tiny_vlm``, ``tiny_audio_lm``)."""
+``tiny_vlm``, ``tiny_qwen_vl``, ``tiny_audio_lm``)."""
 
 from __future__ import annotations
 
@@ -26,25 +26,24 @@ def ask_parts(server: LiveServer, parts: list[dict[str, object]], **kw: object) 
     )
 
 
-@pytest.fixture(scope="package")
-def vlm_server(tiny_vlm: tuple[Path, Path]) -> Iterator[LiveServer]:
-    model, mmproj = tiny_vlm
-    server = start_server(
-        model=str(model),
-        mmproj=str(mmproj),
-        ctx_size=4096,
-        parallel=2,
-        media_max_pixels=MAX_PIXELS,
-    )
+def _served(files: tuple[Path, Path], **kw: object) -> Iterator[LiveServer]:
+    model, mmproj = files
+    server = start_server(model=str(model), mmproj=str(mmproj), ctx_size=4096, parallel=2, **kw)
     wait_healthy(server.base_url)
     yield server
     server.handle.stop()
+
+
+@pytest.fixture(scope="package")
+def vlm_server(tiny_vlm: tuple[Path, Path]) -> Iterator[LiveServer]:
+    yield from _served(tiny_vlm, media_max_pixels=MAX_PIXELS)
+
+
+@pytest.fixture(scope="package")
+def qwen_vl_server(tiny_qwen_vl: tuple[Path, Path]) -> Iterator[LiveServer]:
+    yield from _served(tiny_qwen_vl)
 
 
 @pytest.fixture(scope="package")
 def audio_server(tiny_audio_lm: tuple[Path, Path]) -> Iterator[LiveServer]:
-    model, mmproj = tiny_audio_lm
-    server = start_server(model=str(model), mmproj=str(mmproj), ctx_size=4096, parallel=2)
-    wait_healthy(server.base_url)
-    yield server
-    server.handle.stop()
+    yield from _served(tiny_audio_lm)

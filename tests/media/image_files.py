@@ -8,17 +8,19 @@ import io
 from PIL import Image, ImageDraw
 
 
-def picture(kind: str, size: int = 96, fmt: str = "PNG") -> bytes:
-    """A distinct picture per ``kind``: a red square, a blue circle, stripes, noise."""
-    img = Image.new("RGB", (size, size), "white")
+def picture(kind: str, size: int = 96, fmt: str = "PNG", height: int | None = None) -> bytes:
+    """A distinct picture per ``kind``: a red square, a blue circle, stripes; ``size``
+    pixels wide, and as high unless ``height`` says otherwise."""
+    high = size if height is None else height
+    img = Image.new("RGB", (size, high), "white")
     draw = ImageDraw.Draw(img)
     if kind == "red-square":
-        draw.rectangle((10, 10, size - 10, size - 10), fill=(220, 20, 20))
+        draw.rectangle((10, 10, size - 10, high - 10), fill=(220, 20, 20))
     elif kind == "blue-circle":
-        draw.ellipse((8, 8, size - 8, size - 8), fill=(20, 40, 230))
+        draw.ellipse((8, 8, size - 8, high - 8), fill=(20, 40, 230))
     elif kind == "stripes":
         for x in range(0, size, 8):
-            draw.rectangle((x, 0, x + 3, size), fill=(0, 0, 0))
+            draw.rectangle((x, 0, x + 3, high), fill=(0, 0, 0))
     else:
         raise ValueError(kind)
     buf = io.BytesIO()

@@ -11,6 +11,7 @@ from backend.engine.media.media_errors import MediaError
 from backend.engine.media.media_span import (
     MediaSpan,
     placeholder_ids,
+    position_at,
     whole_media_prefix,
 )
 from backend.engine.media.projector_loading import batched_media
@@ -110,3 +111,40 @@ def test_a_causal_span_longer_than_a_batch_is_decoded_in_batch_sized_pieces() ->
     with pytest.raises(MediaError, match="micro-batch"):
         batched_media([image], 800, n_batch=512, n_ubatch=256, scored=False)
     assert batched_media([image], 800, n_batch=512, n_ubatch=512, scored=False) == [image]
+
+
+def mrope_span(start: int, nx: int, ny: int) -> MediaSpan:
+    """An image placed with M-RoPE as libmtmd places Qwen2-VL's: ``nx`` x ``ny`` tokens
+    that share their time position and take ``max(nx, ny)`` positions."""
+    n = nx * ny
+    rows, cols = np.divmod(np.arange(n, dtype=np.int32), nx)
+    rel = np.stack([np.zeros(n, np.int32), rows, cols, np.zeros(n, np.int32)])
+    moves = np.repeat(np.array([[1], [1], [1], [0]], np.int32), n, axis=1)
+    span = MediaSpan(start, n, "ab" * 32, np.zeros((n, 8), np.float32))
+    span.n_pos, span.rel_pos, span.moves = max(nx, ny), rel, moves
+    return span
+
+
+def test_with_m_rope_an_image_takes_fewer_positions_than_cells() -> None:
+    plain = MediaSpan(3, N_IMG, "ab" * 32, np.zeros((N_IMG, 8), np.float32))
+    assert [position_at([plain], i) for i in (0, 3, 10, 19, 25)] == [0, 3, 10, 19, 25]
+    grid = mrope_span(3, 4, 2)  # 8 tokens at positions 3.., text after them at 3 + 4
+    assert [position_at([grid], i) for i in (0, 2, 3, 11, 12)] == [0, 2, 3, 7, 8]
+    assert position_at([grid], 6) == 3  # inside the image: its first position
+    second = mrope_span(13, 2, 3)  # 6 tokens, 3 positions
+    assert position_at([grid, second], 13) == 9 and position_at([grid, second], 20) == 13
+    sections = grid.sections(3)
+    assert sections is not None and sections.shape == (4, 8)
+    assert sections[0].tolist() == [3] * 8  # time: one position for the whole image
+    assert sections[1].tolist() == [3, 3, 3, 3, 4, 4, 4, 4]  # rows
+    assert sections[2].tolist() == [3, 4, 5, 6] * 2  # columns
+    assert sections[3].tolist() == [0] * 8
+    assert plain.sections(3) is None
+
+
+def test_an_m_rope_image_is_never_cut_into_pieces() -> None:
+    grid = mrope_span(2, 8, 8)
+    assert grid.pieces(16) == [grid]
+    assert batched_media([grid], 80, n_batch=64, n_ubatch=32, scored=False) == [grid]
+    with pytest.raises(MediaError, match="more than one batch holds"):
+        batched_media([grid], 80, n_batch=32, n_ubatch=32, scored=False)

@@ -7,6 +7,12 @@ image sent again is the same ids, a different one differs at its first position.
 decode is different (embeddings instead of token ids), and a shared prefix may never end
 inside an image (its tokens are decoded together, with non-causal attention for some
 models).
+
+A token's index in the prompt is its KV cell; its position (what RoPE rotates by) is the
+same number except after an image of a model with M-RoPE (Qwen2-VL and later): there an
+image of ``n_tokens`` takes only ``n_pos`` positions (the larger side of its token grid),
+and each of its tokens has four position sections (time, row, column, unused) instead of
+one. :func:`position_at` maps an index to its position.
 """
 
 from __future__ import annotations
@@ -28,15 +34,34 @@ class MediaSpan:
     digest: str
     embd: np.ndarray
     non_causal: bool = False
+    # M-RoPE: the positions the span advances by, and its tokens' four sections (int32,
+    # 4 x n_tokens, section-major as llama_batch wants them) at first position 0, with
+    # which of them move with the first position (``moves``: 4 x n_tokens of 0 or 1)
+    n_pos: int | None = None
+    rel_pos: np.ndarray | None = None
+    moves: np.ndarray | None = None
 
     @property
     def end(self) -> int:
         return self.start + self.n_tokens
 
+    @property
+    def advance(self) -> int:
+        """Positions the span takes: its tokens, or fewer with M-RoPE."""
+        return self.n_tokens if self.n_pos is None else self.n_pos
+
+    def sections(self, pos_0: int) -> np.ndarray | None:
+        """Its tokens' M-RoPE position sections when it starts at position ``pos_0``
+        (int32, 4 x n_tokens), or None for one position per token."""
+        if self.rel_pos is None or self.moves is None:
+            return None
+        return (self.rel_pos + pos_0 * self.moves).astype(np.int32)
+
     def pieces(self, size: int) -> list[MediaSpan]:
         """This span as consecutive spans of at most ``size`` positions (for causal
-        attention only: decoded one after another, they are the same as one call)."""
-        if self.n_tokens <= size:
+        attention with one position per token only: decoded one after another, they are
+        the same as one call). An M-RoPE span stays whole."""
+        if self.n_tokens <= size or self.rel_pos is not None:
             return [self]
         return [
             MediaSpan(
@@ -50,6 +75,18 @@ def placeholder_ids(digest: str, n_tokens: int) -> list[int]:
     """The token ids an image of this content hash stands for in a prompt."""
     base = int(digest[:15], 16)
     return [-1 - (base + k) % _ID_RANGE for k in range(n_tokens)]
+
+
+def position_at(spans: list[MediaSpan], index: int) -> int:
+    """The position of the token at ``index`` of a prompt with these media (for an index
+    inside an M-RoPE image, the image's first position, which all its tokens share)."""
+    pos = index
+    for span in spans:
+        if span.end <= index:
+            pos -= span.n_tokens - span.advance
+        elif span.start < index and span.n_pos is not None:
+            pos -= index - span.start
+    return pos
 
 
 def span_at(spans: list[MediaSpan], pos: int) -> MediaSpan | None:

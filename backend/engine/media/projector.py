@@ -183,7 +183,11 @@ class Projector:
             digest = (mtmd.mtmd_input_chunk_get_id(chunk) or b"").decode()
             embd = self._embeddings(chunk, digest, n_tokens)
             non_causal = bool(mtmd.mtmd_decode_use_non_causal(self.ctx, chunk))
-            spans.append(MediaSpan(len(tokens), n_tokens, digest, embd, non_causal))
+            span = MediaSpan(len(tokens), n_tokens, digest, embd, non_causal)
+            if self.mrope:
+                span.n_pos = int(mtmd.mtmd_input_chunk_get_n_pos(chunk))
+                span.rel_pos, span.moves = mrope_sections(chunk, kind, n_tokens)
+            spans.append(span)
             tokens.extend(placeholder_ids(digest, n_tokens))
         return MediaPrompt(tokens, spans)
 
@@ -210,3 +214,21 @@ class Projector:
                 _, old = self._kept.popitem(last=False)
                 self._kept_bytes -= old.nbytes
             return embd
+
+
+def mrope_sections(chunk: object, kind: int, n_tokens: int) -> tuple[np.ndarray, np.ndarray]:
+    """An M-RoPE chunk's position sections (time, row, column, unused) at first position
+    0, and which of them move with the first position: libmtmd's own layout, read at
+    first positions 0 and 1 (both 4 x n_tokens). Audio counts on in every section, as
+    libmtmd decodes it."""
+    if kind != mtmd.MTMD_INPUT_CHUNK_TYPE_IMAGE:
+        rel = np.tile(np.arange(n_tokens, dtype=np.int32), (4, 1))
+        return rel, np.ones((4, n_tokens), dtype=np.int32)
+    image = mtmd.mtmd_input_chunk_get_tokens_image(chunk)
+    at = []
+    for pos_0 in (0, 1):
+        out = (mtmd.mtmd_decoder_pos * n_tokens)()
+        mtmd.mtmd_helper_image_get_decoder_pos(image, pos_0, out)
+        # llama_batch's section order is time, row (y), column (x), unused (z)
+        at.append(np.array([(p.t, p.y, p.x, p.z) for p in out], dtype=np.int64).T)
+    return at[0].astype(np.int32), (at[1] - at[0]).astype(np.int32)

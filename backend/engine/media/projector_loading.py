@@ -19,8 +19,7 @@ def load_projector(
     settings: EngineSettings, model_path: Path, model: object, *, use_gpu: bool, model_id: str
 ) -> Projector | None:
     """The ``--mmproj`` projector (its errors are the load's), or the one beside the model
-    (its errors only mean text only). Projectors that place image tokens with M-RoPE
-    (Qwen2-VL and later) need positions the scheduler does not give yet: refused."""
+    (its errors only mean text only)."""
     path = projector_path(model_path, settings.mmproj, settings.no_mmproj)
     if path is None:
         return None
@@ -31,13 +30,6 @@ def load_projector(
             raise
         log.warning("%s; serving %s as text only", exc, model_id)
         return None
-    if projector.mrope:
-        projector.close()
-        message = f"{path.name} places image tokens with M-RoPE, which is not supported yet"
-        if settings.mmproj:
-            raise ModelLoadError(message)
-        log.warning("%s; serving %s as text only", message, model_id)
-        return None
     return projector
 
 
@@ -47,20 +39,24 @@ def batched_media(
     """A prompt's media as the scheduler decodes them, a span a call. A span read with
     causal attention (audio, most images) longer than a batch is cut into batch-sized
     pieces, decoded one after another as llama-server does; one read with non-causal
-    attention (Gemma 3's images) must fit one micro-batch. Text must end the prompt, and
-    no image is scored."""
+    attention (Gemma 3's images) must fit one micro-batch, and one placed with M-RoPE
+    (Qwen2-VL's, whose tokens share their first position) one batch. Text must end the
+    prompt, and no image is scored."""
     if scored:
         raise MediaError("prompt_logprobs cannot score a prompt with images", param="messages")
     out: list[MediaSpan] = []
     for span in media:
-        if not span.non_causal:
+        if not span.non_causal and span.rel_pos is None:
             out.extend(span.pieces(n_batch))
             continue
-        room = min(n_batch, n_ubatch)
+        room, what, flags = n_batch, "batch", "--batch-size"
+        if span.non_causal:
+            room, what = min(n_batch, n_ubatch), "micro-batch"
+            flags += " and --ubatch-size"
         if span.n_tokens > room:
             raise MediaError(
-                f"an image takes {span.n_tokens} tokens, more than one micro-batch holds "
-                f"({room}): raise --batch-size and --ubatch-size",
+                f"an image takes {span.n_tokens} tokens, more than one {what} holds "
+                f"({room}): raise {flags}",
                 param="messages",
             )
         out.append(span)
