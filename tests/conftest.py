@@ -86,6 +86,7 @@ MODEL_FIXTURES = frozenset(
         "vlm_server",
         "tiny_qwen_vl",
         "qwen_vl_server",
+        "qwen_vl_layouts",
         "tiny_audio_lm",
         "audio_server",
         "ollama_server",

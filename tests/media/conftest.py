@@ -28,7 +28,9 @@ def ask_parts(server: LiveServer, parts: list[dict[str, object]], **kw: object) 
 
 def _served(files: tuple[Path, Path], **kw: object) -> Iterator[LiveServer]:
     model, mmproj = files
-    server = start_server(model=str(model), mmproj=str(mmproj), ctx_size=4096, parallel=2, **kw)
+    server = start_server(
+        **{"model": str(model), "mmproj": str(mmproj), "ctx_size": 4096, "parallel": 2, **kw}
+    )
     wait_healthy(server.base_url)
     yield server
     server.handle.stop()
@@ -42,6 +44,19 @@ def vlm_server(tiny_vlm: tuple[Path, Path]) -> Iterator[LiveServer]:
 @pytest.fixture(scope="package")
 def qwen_vl_server(tiny_qwen_vl: tuple[Path, Path]) -> Iterator[LiveServer]:
     yield from _served(tiny_qwen_vl)
+
+
+# KV layouts: a stream per slot, one slot (each other request saves the session to the RAM
+# tier, and a return restores it), one unified cache (prefixes are copied between sequences)
+LAYOUTS = {"per-slot": {}, "one-slot": {"parallel": 1}, "unified": {"kv_unified": True}}
+
+
+@pytest.fixture(scope="package", params=sorted(LAYOUTS))
+def qwen_vl_layouts(
+    request: pytest.FixtureRequest, tiny_qwen_vl: tuple[Path, Path]
+) -> Iterator[LiveServer]:
+    """The tiny Qwen2-VL served in each KV layout."""
+    yield from _served(tiny_qwen_vl, **LAYOUTS[request.param])
 
 
 @pytest.fixture(scope="package")
