@@ -4,43 +4,35 @@ With a library server a picker beside the title lists every library model: the c
 sends the chosen one as ``model``, and one not loaded loads on demand ("Loading <id>…"
 until its first token), so switching needs no restart.
 
-The conversation's state lives in :mod:`app.page_models.chat_session`; the messages are
-:mod:`app.pages.chat_transcript`."""
+The conversation's state lives in :mod:`app.page_models.chat_session`. The page composes
+its views: the saved chats (:mod:`app.pages.chat_history_list`), the title and model bar
+(:mod:`app.pages.chat_model_bar`), the messages (:mod:`app.pages.chat_transcript`), the
+composer with its attachments (:mod:`app.pages.chat_composer`), and the settings column
+(:mod:`app.pages.chat_settings_panel`, :mod:`app.pages.chat_tools_panel`); it sends what
+they hold and streams the reply into them."""
 
 from __future__ import annotations
 
 import logging
 from typing import Any
 
-from PySide6.QtCore import Qt
 from PySide6.QtGui import QKeySequence, QShortcut
-from PySide6.QtWidgets import (
-    QComboBox,
-    QDoubleSpinBox,
-    QFormLayout,
-    QGroupBox,
-    QHBoxLayout,
-    QLabel,
-    QListWidget,
-    QListWidgetItem,
-    QPlainTextEdit,
-    QPushButton,
-    QSpinBox,
-    QVBoxLayout,
-    QWidget,
-)
+from PySide6.QtWidgets import QHBoxLayout, QVBoxLayout, QWidget
 
 from app.app_context import AppContext
-from app.page_models.chat_session import ChatSession, served_label, server_notice
+from app.page_models.chat_session import ChatSession, server_notice
 from app.page_models.chat_tools import ChatTools
 from app.page_models.router_models import ModelCard
 from app.pages.chat_attachments import ChatAttachments
-from app.pages.chat_composer import Composer
+from app.pages.chat_composer import ComposerArea
+from app.pages.chat_history_list import ChatHistoryList
+from app.pages.chat_model_bar import ChatModelBar
+from app.pages.chat_settings_panel import ChatSettingsPanel
 from app.pages.chat_tools_panel import ApprovalBridge, ToolsPanel
 from app.pages.chat_transcript import ChatTranscript
-from app.storage.app_settings import AppSettings, ChatDefaults
+from app.storage.app_settings import AppSettings
 from app.storage.chat_store import ChatStore
-from app.widgets.common import Banner, ElidedLabel, scroll_column, set_button_role
+from app.widgets.common import Banner, scroll_column
 from app.widgets.message_bubble import meta_text
 from app.workers.chat_stream import run_tool_reply, stream_reply
 from app.workers.server_process import ServerState
@@ -48,17 +40,6 @@ from app.workers.thread_worker import ThreadWorker, stop_worker
 from backend.mcp_tools.mcp_config import default_mcp_path
 
 log = logging.getLogger(__name__)
-
-
-_STATE_WORDS = {"unloaded": "loads on demand", "loading": "loading…", "failed": "failed"}
-
-
-def _dspin(lo: float, hi: float, step: float, decimals: int = 2) -> QDoubleSpinBox:
-    box = QDoubleSpinBox()
-    box.setRange(lo, hi)
-    box.setSingleStep(step)
-    box.setDecimals(decimals)
-    return box
 
 
 class ChatPage(QWidget):
@@ -76,7 +57,6 @@ class ChatPage(QWidget):
         self.tools = ChatTools(settings.pages.setdefault("chat", {}))
         self.worker: ThreadWorker | None = None
         self._first_token = False
-        self._model_ids: list[str] = []
 
         root = QHBoxLayout(self)
         root.setContentsMargins(20, 18, 20, 18)
@@ -96,129 +76,55 @@ class ChatPage(QWidget):
 
     # -- building -------------------------------------------------------------------------
     def _build_history(self) -> QWidget:
-        box = QWidget()
-        box.setFixedWidth(230)
-        v = QVBoxLayout(box)
-        v.setContentsMargins(0, 0, 0, 0)
-        title = QLabel("Chats")
-        title.setObjectName("PageTitle")
-        self.new_button = set_button_role(QPushButton("+  New chat"), "primary")
+        self.history_list = ChatHistoryList()
+        self.history_list.opened.connect(self.open_conversation)
+        self.new_button = self.history_list.new_button
         self.new_button.clicked.connect(self.new_conversation)
-        self.history = QListWidget()
-        self.history.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        self.history.setTextElideMode(Qt.TextElideMode.ElideRight)
-        self.history.itemClicked.connect(self._on_history_clicked)
-        self.delete_button = set_button_role(QPushButton("Delete chat"), "flat")
+        self.delete_button = self.history_list.delete_button
         self.delete_button.clicked.connect(self.delete_conversation)
-        v.addWidget(title)
-        v.addWidget(self.new_button)
-        v.addWidget(self.history, 1)
-        v.addWidget(self.delete_button)
-        return box
+        self.history = self.history_list.history
+        return self.history_list
 
     def _build_center(self) -> QVBoxLayout:
         v = QVBoxLayout()
         v.setSpacing(10)
-        head = QHBoxLayout()
-        self.title_label = ElidedLabel("New chat")
-        self.title_label.setObjectName("PageTitle")
-        self.model_label = QLabel()
-        self.model_label.setProperty("muted", True)
-        self.model_combo = QComboBox()
-        self.model_combo.setMinimumWidth(200)
-        # as wide as a short name needs, not the longest id: the title keeps its room
-        self.model_combo.setSizeAdjustPolicy(
-            QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon
-        )
-        self.model_combo.setMinimumContentsLength(26)
-        self.model_combo.setToolTip(
-            "The model that answers. Any library model can be chosen: one that is not "
-            "loaded loads when you send, beside the others."
-        )
-        self.model_combo.hide()
-        self.model_combo.activated.connect(self._on_model_chosen)
-        head.addWidget(self.title_label, 1)
-        head.addWidget(self.model_label)
-        head.addWidget(self.model_combo)
-        v.addLayout(head)
+        self.model_bar = ChatModelBar(self.settings, self.server)
+        self.title_label = self.model_bar.title_label
+        self.model_combo = self.model_bar.model_combo
+        v.addWidget(self.model_bar)
         self.banner = Banner()
         v.addWidget(self.banner)
         self.transcript = ChatTranscript()
         self.transcript.edit_requested.connect(self.begin_edit)
         self.transcript.regenerate_requested.connect(self.regenerate)
         v.addWidget(self.transcript, 1)
-
-        self.edit_note = QLabel("Editing a message: Send replaces it and the replies after it.")
-        self.edit_note.setProperty("muted", True)
-        self.edit_note.hide()
-        v.addWidget(self.edit_note)
         self.attachments = ChatAttachments(
             self.session.attached, self._sees_images, self._model_name, self._say_error
         )
-        v.addWidget(self.attachments)
-        row = QHBoxLayout()
-        self.composer = Composer(self.send, self.attachments.attach)
-        self.composer.setPlaceholderText("Message the model…")
-        self.composer.setFixedHeight(84)
-        buttons = QVBoxLayout()
-        self.send_button = set_button_role(QPushButton("Send"), "primary")
+        area = self.composer_area = ComposerArea(self.send, self.attachments)
+        self.composer = area.composer
+        self.edit_note = area.edit_note
+        self.reply_stats = area.reply_stats
+        self.send_button = area.send_button
+        self.stop_button = area.stop_button
+        self.regen_button = area.regen_button
         self.send_button.clicked.connect(self.send)
-        self.stop_button = set_button_role(QPushButton("Stop"), "danger")
         self.stop_button.clicked.connect(self.stop)
-        self.stop_button.hide()
-        self.regen_button = QPushButton("Regenerate")
         self.regen_button.clicked.connect(lambda: self.regenerate())
-        buttons.addWidget(self.send_button)
-        buttons.addWidget(self.stop_button)
-        buttons.addWidget(self.regen_button)
-        row.addWidget(self.composer, 1)
-        row.addLayout(buttons)
-        v.addLayout(row)
-        self.reply_stats = QLabel()
-        self.reply_stats.setProperty("muted", True)
-        v.addWidget(self.reply_stats)
+        v.addWidget(area)
         return v
 
     def _build_settings(self) -> QWidget:
         box = QWidget()
         v = QVBoxLayout(box)
         v.setContentsMargins(0, 0, 0, 0)
-        sys_box = QGroupBox("System prompt")
-        sv = QVBoxLayout(sys_box)
-        self.system_edit = QPlainTextEdit()
-        self.system_edit.setMinimumHeight(110)
-        sv.addWidget(self.system_edit)
-        samp = QGroupBox("Sampling")
-        form = QFormLayout(samp)
-        self.temp_spin = _dspin(0.0, 2.0, 0.05)
-        self.top_p_spin = _dspin(0.01, 1.0, 0.01)
-        self.top_k_spin = QSpinBox()
-        self.top_k_spin.setRange(0, 1000)
-        self.top_k_spin.setSpecialValueText("off")
-        self.min_p_spin = _dspin(0.0, 1.0, 0.01)
-        self.repeat_spin = _dspin(0.0, 10.0, 0.05)
-        self.max_tokens_spin = QSpinBox()
-        self.max_tokens_spin.setRange(1, 1_048_576)
-        self.seed_spin = QSpinBox()
-        self.seed_spin.setRange(-1, 2**31 - 1)
-        self.seed_spin.setSpecialValueText("random")
-        self._spins: dict[str, QSpinBox | QDoubleSpinBox] = {
-            "temperature": self.temp_spin,
-            "top_p": self.top_p_spin,
-            "top_k": self.top_k_spin,
-            "min_p": self.min_p_spin,
-            "repeat_penalty": self.repeat_spin,
-            "max_tokens": self.max_tokens_spin,
-            "seed": self.seed_spin,
-        }
-        for label, spin in zip(
-            ("Temperature", "Top P", "Top K", "Min P", "Repeat penalty", "Max tokens", "Seed"),
-            self._spins.values(),
-            strict=True,
-        ):
-            form.addRow(label, spin)
-        v.addWidget(sys_box)
-        v.addWidget(samp)
+        self.settings_panel = ChatSettingsPanel()
+        self.system_edit = self.settings_panel.system_edit
+        self.temp_spin = self.settings_panel.temp_spin
+        self.top_k_spin = self.settings_panel.top_k_spin
+        self.max_tokens_spin = self.settings_panel.max_tokens_spin
+        self.seed_spin = self.settings_panel.seed_spin
+        v.addWidget(self.settings_panel)
         self.tools_panel = ToolsPanel(default_mcp_path())
         self.tools_panel.toggled.connect(self._on_tool_server_toggled)
         self.tools_panel.reload_requested.connect(self._reload_tools)
@@ -226,41 +132,18 @@ class ChatPage(QWidget):
         v.addWidget(self.tools_panel)
         self._show_tools()
         v.addStretch(1)
-        self._show_defaults(self.settings.chat)
-        self.system_edit.textChanged.connect(self._save_defaults)
-        for spin in self._spins.values():
-            spin.valueChanged.connect(self._save_defaults)
+        self.settings_panel.show_defaults(self.settings.chat)
+        self.settings_panel.changed.connect(self._save_defaults)
         self._save_defaults()  # the settings hold what the boxes show (rounded as they are)
         return box
 
     # -- settings ------------------------------------------------------------------------
-    def _show_defaults(self, defaults: ChatDefaults) -> None:
-        """Put a system prompt and sampling settings in the boxes (the settings follow)."""
-        self.system_edit.setPlainText(defaults.system_prompt)
-        for name, spin in self._spins.items():
-            spin.setValue(getattr(defaults, name))
-
     def _save_defaults(self) -> None:
-        c = self.settings.chat
-        c.system_prompt = self.system_edit.toPlainText()
-        for name, spin in self._spins.items():
-            setattr(c, name, spin.value())
+        self.settings_panel.save_to(self.settings.chat)
 
     # -- conversations --------------------------------------------------------------------
     def refresh_history(self) -> None:
-        self.history.clear()
-        conversations = self.store.list()
-        if not conversations:
-            hint = QListWidgetItem("No saved chats yet")
-            hint.setFlags(Qt.ItemFlag.NoItemFlags)
-            self.history.addItem(hint)
-        for conv in conversations:
-            item = QListWidgetItem(conv.title)
-            item.setData(Qt.ItemDataRole.UserRole, conv.id)
-            item.setToolTip(conv.title)
-            self.history.addItem(item)
-            if conv.id == self.session.conversation.id:
-                self.history.setCurrentItem(item)
+        self.history_list.show_conversations(self.store.list(), self.session.conversation.id)
 
     def new_conversation(self) -> None:
         if self.is_streaming():
@@ -276,21 +159,16 @@ class ChatPage(QWidget):
     def open_conversation(self, conv_id: str) -> None:
         if self.is_streaming():
             self.stop()
-        self._show_defaults(self.session.open(conv_id))
+        self.settings_panel.show_defaults(self.session.open(conv_id))
         self._show_conversation()
 
     def delete_conversation(self) -> None:
-        item = self.history.currentItem()
-        if item is None or not item.data(Qt.ItemDataRole.UserRole):
+        conv_id = self.history_list.current_id()
+        if conv_id is None:
             return
-        if self.session.delete(str(item.data(Qt.ItemDataRole.UserRole))):
+        if self.session.delete(conv_id):
             self.new_conversation()
         self.refresh_history()
-
-    def _on_history_clicked(self, item: QListWidgetItem) -> None:
-        conv_id = item.data(Qt.ItemDataRole.UserRole)
-        if conv_id:
-            self.open_conversation(str(conv_id))
 
     def _show_conversation(self) -> None:
         self.edit_note.hide()
@@ -464,64 +342,14 @@ class ChatPage(QWidget):
     # -- the model picker (a library server) ------------------------------------------------
     def chosen_model(self) -> str | None:
         """The model id to send, or ``None`` (a single server answers with its one model)."""
-        if not self.server.serves_library:
-            return None
-        value = self.model_combo.currentData()
-        return str(value) if value else self.server.model_id
+        return self.model_bar.chosen_model()
 
     def choose_model(self, model_id: str) -> bool:
-        index = self.model_combo.findData(model_id)
-        if index < 0:
-            return False
-        self.model_combo.setCurrentIndex(index)
-        self._on_model_chosen(index)
-        return True
-
-    def _on_model_chosen(self, _index: int) -> None:
-        value = self.model_combo.currentData()
-        if value:
-            self.settings.pages.setdefault("chat", {})["model"] = str(value)
+        return self.model_bar.choose_model(model_id)
 
     def show_models(self, cards: list[ModelCard]) -> None:
-        """The library server's models, each with its state (the list is rebuilt only when
-        the models change, so an open list is not disturbed by each poll)."""
-        ids = [c.id for c in cards]
-        if ids != self._model_ids:
-            self._model_ids = ids
-            current = self.model_combo.currentData() or self._remembered_model()
-            self.model_combo.blockSignals(True)
-            self.model_combo.clear()
-            for card in cards:
-                self.model_combo.addItem(card.id, card.id)
-            index = self.model_combo.findData(current)
-            if index < 0:
-                index = self.model_combo.findData(self.server.model_id)
-            self.model_combo.setCurrentIndex(max(index, 0))
-            self.model_combo.blockSignals(False)
-        widest = 0
-        metrics = self.model_combo.fontMetrics()
-        for i, card in enumerate(cards):
-            words = _STATE_WORDS.get(card.state, card.state)
-            name = card.id.rsplit("/", 1)[-1]  # the file's name; the full id as a tooltip
-            text = name if card.state == "loaded" else f"{name}  ({words})"
-            if tags := card.tags():
-                text += f"  [{tags}]"
-            self.model_combo.setItemText(i, text)
-            tip = f"{card.id}\n{', '.join(card.capabilities)}" if card.capabilities else card.id
-            self.model_combo.setItemData(i, tip, Qt.ItemDataRole.ToolTipRole)
-            widest = max(widest, metrics.horizontalAdvance(text))
-        self.model_combo.view().setMinimumWidth(widest + 48)  # the open list shows it all
-        self._show_picker()
-
-    def _remembered_model(self) -> str | None:
-        value = self.settings.pages.get("chat", {}).get("model")
-        return value if isinstance(value, str) and value else self.server.model_id
-
-    def _show_picker(self) -> None:
-        library = self.server.state is ServerState.RUNNING and self.server.serves_library
-        shown = library and self.model_combo.count() > 0
-        self.model_combo.setVisible(shown)
-        self.model_label.setVisible(not shown)
+        """The library server's models, each with its state."""
+        self.model_bar.show_models(cards)
 
     # -- server state ---------------------------------------------------------------------
     def _on_server_state(self, state: str) -> None:
@@ -530,13 +358,7 @@ class ChatPage(QWidget):
             self.banner.hide()
         else:
             self.banner.show_message(notice.text, notice.level, notice.action)
-        label = served_label(state, self.server.knobs)
-        if label is not None:
-            self.model_label.setText(label)
-        if state != ServerState.RUNNING.value:
-            self._model_ids = []
-            self.model_combo.clear()
-        self._show_picker()
+        self.model_bar.show_server_state(state)
         self._update_controls()
 
     def _on_banner_action(self) -> None:
