@@ -14,23 +14,24 @@ on every row; its sampler then takes the rows in order while they agree with the
 rejected rest are dropped.
 
 Events for clients are gathered during a step and handed over in one burst right
-before the next ``llama_decode``, which releases the GIL for the whole forward
-pass: the server's event loop then formats and sends them while the model runs,
-instead of contending for the GIL with the scheduler's own Python work.
+before the next ``llama_decode`` (:mod:`backend.engine.outbox`). Requests and
+cancellations arrive from other threads through :mod:`backend.engine.request_inbox`;
+:mod:`backend.engine.batch_fill` writes a planned call's rows.
 """
 
 from __future__ import annotations
 
 import logging
-import queue
 import threading
 import time
 from collections import deque
+from dataclasses import dataclass
 
 import llama_cpp
 
 from backend.engine.admission import AdmissionPolicy, PerSlotAdmission, UnifiedAdmission
 from backend.engine.arrivals import Arrivals
+from backend.engine.batch_fill import fill_batch
 from backend.engine.engine_stats import EngineStats
 from backend.engine.errors import EngineStoppedError, GrammarDeadEndError, QueueFullError
 from backend.engine.kv_cache import KvCache
@@ -38,11 +39,11 @@ from backend.engine.logprobs import LogprobReader
 from backend.engine.media.embd_batch import EmbdBatch
 from backend.engine.media.media_span import MediaSpan, position_at, span_at
 from backend.engine.model_runtime import ModelRuntime
+from backend.engine.outbox import Outbox
+from backend.engine.request_inbox import RequestInbox
 from backend.engine.request_types import (
     EngineEvent,
     ErrorEvent,
-    EventSink,
-    FinishEvent,
     FinishReason,
     TokenEvent,
     TokenLogprob,
@@ -58,6 +59,25 @@ log = logging.getLogger(__name__)
 
 # Before admitting new prompts, wait at most this long for requests still being prepared.
 ARRIVAL_WINDOW_S = 0.02
+
+
+@dataclass
+class CallTimes:
+    """What decode calls did: seconds decoding and sampling, prompt tokens decoded, tokens
+    sampled, batch rows."""
+
+    decode_s: float = 0.0
+    sample_s: float = 0.0
+    prompt_tokens: int = 0
+    sampled: int = 0
+    rows: int = 0
+
+    def add(self, other: CallTimes) -> None:
+        self.decode_s += other.decode_s
+        self.sample_s += other.sample_s
+        self.prompt_tokens += other.prompt_tokens
+        self.sampled += other.sampled
+        self.rows += other.rows
 
 
 class Scheduler:
@@ -79,12 +99,10 @@ class Scheduler:
             self.stats.spec_type = speculator.type_name
         self.arrivals = Arrivals()
         self.arrival_window = ARRIVAL_WINDOW_S
-        self._inbox: queue.SimpleQueue[tuple[str, object]] = queue.SimpleQueue()
-        self._queued_lock = threading.Lock()
-        self._queued = 0
+        self._inbox = RequestInbox(parallel=parallel, max_queue=max_queue)
         self._waiting: deque[Sequence] = deque()
         self._running: list[Sequence] = []
-        self._outbox: list[tuple[EventSink, EngineEvent]] = []
+        self._outbox = Outbox()
         self.kv = KvCache(runtime.ctx, runtime.memory, runtime.n_ctx)
         self._per_slot = not runtime.kv_unified
         self.admission: AdmissionPolicy
@@ -121,22 +139,18 @@ class Scheduler:
     def submit(self, seq: Sequence) -> None:
         if self._stop.is_set() or self.failure:
             raise EngineStoppedError(self.failure or "the engine is shutting down")
-        with self._queued_lock:
-            if self._queued >= self.max_queue + self.parallel:
-                self.stats.rejected_busy += 1
-                raise QueueFullError(
-                    f"server busy: {self.parallel} sequences running and "
-                    f"{self.max_queue} waiting; retry shortly"
-                )
-            self._queued += 1
-        self._inbox.put(("submit", seq))
+        try:
+            self._inbox.submit(seq)
+        except QueueFullError:
+            self.stats.rejected_busy += 1
+            raise
 
     def cancel(self, request_id: int) -> None:
-        self._inbox.put(("cancel", request_id))
+        self._inbox.cancel(request_id)
 
     def stop(self) -> None:
         self._stop.set()
-        self._inbox.put(("stop", None))
+        self._inbox.wake()
         if self._thread.is_alive() and threading.current_thread() is not self._thread:
             self._thread.join(timeout=30)
 
@@ -197,12 +211,7 @@ class Scheduler:
 
     def _deliver(self) -> None:
         """:meth:`deliver_events` for the loop itself, which already holds the right to drive."""
-        outbox, self._outbox = self._outbox, []
-        for sink, event in outbox:
-            try:
-                sink(event)
-            except Exception:  # a broken client must not take the engine down
-                log.exception("event sink failed")
+        self._outbox.deliver()
 
     def _require_driver(self, method: str) -> None:
         """Only the scheduler thread, or any one caller while that thread is not running,
@@ -247,31 +256,19 @@ class Scheduler:
 
     def _drain_inbox(self, *, block: bool) -> int:
         """Take everything queued for the scheduler; returns how many new requests."""
-        try:
-            item = self._inbox.get(timeout=0.5) if block else self._inbox.get_nowait()
-        except queue.Empty:
-            return 0
-        submitted = 0
-        while True:
-            kind, payload = item
-            if kind == "submit":
-                assert isinstance(payload, Sequence)
-                self._waiting.append(payload)
-                self.stats.prompt_total += payload.n_prompt
-                submitted += 1
-            elif kind == "cancel":
-                assert isinstance(payload, int)
-                self._cancel(payload)
-            try:
-                item = self._inbox.get_nowait()
-            except queue.Empty:
-                return submitted
+        arrived = self._inbox.drain(block=block)
+        for seq in arrived.submitted:
+            self._waiting.append(seq)
+            self.stats.prompt_total += seq.n_prompt
+        for request_id in arrived.cancelled:
+            self._cancel(request_id)
+        return len(arrived.submitted)
 
     def _cancel(self, request_id: int) -> None:
         for seq in list(self._waiting):
             if seq.request.request_id == request_id:
                 self._waiting.remove(seq)
-                self._dequeued()
+                self._inbox.dequeued()
                 self._finish(seq, "cancelled")
                 return
         for seq in list(self._running):
@@ -279,14 +276,10 @@ class Scheduler:
                 self._finish(seq, "cancelled")
                 return
 
-    def _dequeued(self) -> None:
-        with self._queued_lock:
-            self._queued -= 1
-
     # ---- admission -----------------------------------------------------------------
     def _admit(self) -> None:
         for seq in self.admission.admit_waiting(self._waiting, self._running):
-            self._dequeued()
+            self._inbox.dequeued()
             if seq.preempted == 0:
                 if seq.cached_tokens > 0:
                     self.stats.prefix_hits += 1
@@ -299,8 +292,7 @@ class Scheduler:
         if victim is None:
             return False
         self.stats.preemptions += 1
-        with self._queued_lock:
-            self._queued += 1
+        self._inbox.requeued()
         self._waiting.appendleft(victim)
         log.info(
             "KV cache full: preempted request %d (recomputed later)", victim.request.request_id
@@ -312,10 +304,31 @@ class Scheduler:
         return plan_step(self._running, n_batch=self._n_batch, per_slot=self._per_slot)
 
     def _step(self) -> StepPlan:
+        """Draft, plan within the free cells, decode the plan's calls, count."""
         t0 = time.perf_counter()
         draft_s = self._propose_drafts()
+        plan = self._plan_that_fits(drafted=draft_s is not None)
+        done = CallTimes()
+        for group in plan.calls:
+            if any(seq not in self._running for seq, _ in group):
+                continue  # a failed call before this one dropped or preempted it
+            times = self._decode_and_sample(group)
+            if times is None:
+                break
+            done.add(times)
+        if done.rows:
+            step_s = time.perf_counter() - t0
+            python_s = step_s - done.decode_s - done.sample_s - (draft_s or 0.0)
+            self.stats.record_step(step_s, python_s, done.prompt_tokens, done.sampled, done.rows)
+            if draft_s is not None:
+                self.stats.record_draft_time(draft_s)
+        return plan
+
+    def _plan_that_fits(self, *, drafted: bool) -> StepPlan:
+        """This step's plan, within the KV cells free: drafts dropped first, then cached
+        prefixes evicted, then the youngest sequence preempted, until it fits."""
         plan = self._plan()
-        if plan.n_tokens > self.kv.free and draft_s is not None:
+        if plan.n_tokens > self.kv.free and drafted:
             for seq in self._running:  # a guess never costs another sequence its cells
                 seq.draft = []
             plan = self._plan()
@@ -323,25 +336,6 @@ class Scheduler:
             if not (self.admission.evict_cached() or self._preempt_youngest()):
                 break
             plan = self._plan()
-        decode_s = sample_s = 0.0
-        prompt_tokens = gen_tokens = n_tokens = 0
-        for group in plan.calls:
-            if any(seq not in self._running for seq, _ in group):
-                continue  # a failed call before this one dropped or preempted it
-            timings = self._decode_and_sample(group)
-            if timings is None:
-                break
-            decode_s += timings[0]
-            sample_s += timings[1]
-            prompt_tokens += timings[2]
-            gen_tokens += timings[3]
-            n_tokens += timings[4]
-        if n_tokens:
-            step_s = time.perf_counter() - t0
-            python_s = step_s - decode_s - sample_s - (draft_s or 0.0)
-            self.stats.record_step(step_s, python_s, prompt_tokens, gen_tokens, n_tokens)
-            if draft_s is not None:
-                self.stats.record_draft_time(draft_s)
         return plan
 
     def _propose_drafts(self) -> float | None:
@@ -356,55 +350,15 @@ class Scheduler:
         spec.propose(self._running, free_cells=self.kv.free)
         return time.perf_counter() - t
 
-    def _decode_and_sample(
-        self, plan: list[tuple[Sequence, int]]
-    ) -> tuple[float, float, int, int, int] | None:
+    def _decode_and_sample(self, plan: list[tuple[Sequence, int]]) -> CallTimes | None:
         """One ``llama_decode`` over ``plan``, then the tokens of every sequence whose
-        prompt or last token (and draft) it completed. (decode s, sample s, prompt
-        tokens, generated tokens, batch tokens), or None when the call failed."""
+        prompt or last token (and draft) it completed; None when the call failed."""
         if len(plan) == 1 and plan[0][0].media:
             span = span_at(plan[0][0].media, plan[0][0].n_past)
             if span is not None:
                 return self._decode_media(plan[0][0], span)
         batch = self._batch
-        i = 0
-        # (sequence, batch row of its last token, the draft decoded after it)
-        logits_at: list[tuple[Sequence, int, list[int]]] = []
-        scored: list[tuple[Sequence, int, int]] = []  # (seq, first batch row, rows)
-        prompt_tokens = 0
-        for seq, n in plan:
-            sid = seq.seq_id
-            start = seq.n_past
-            pos = position_at(seq.media, start) if seq.media else start
-            toks = seq.tokens
-            if n > 1 and seq.generating:  # the last token and a draft: logits on every row
-                draft = seq.draft[: n - 1]
-                logits_at.append((seq, i, draft))
-                for j, token in enumerate([toks[start], *draft]):
-                    batch.token[i] = token
-                    batch.pos[i] = pos + j
-                    batch.n_seq_id[i] = 1
-                    batch.seq_id[i][0] = sid
-                    batch.logits[i] = 1
-                    i += 1
-                continue
-            last = start + n == len(toks)
-            score = seq.request.prompt_logprobs is not None and start < seq.n_prompt - 1
-            if score:
-                scored.append((seq, i, min(n, seq.n_prompt - 1 - start)))
-            for j in range(n):
-                batch.token[i] = toks[start + j]
-                batch.pos[i] = pos + j
-                batch.n_seq_id[i] = 1
-                batch.seq_id[i][0] = sid
-                batch.logits[i] = 1 if score else 0
-                i += 1
-            if last:
-                batch.logits[i - 1] = 1
-                logits_at.append((seq, i - 1, []))
-            if not seq.generating:
-                prompt_tokens += n
-        batch.n_tokens = i
+        filled = fill_batch(batch, plan)
         self._deliver()  # the event loop sends them while llama_decode runs
         t_dec = time.perf_counter()
         rc = llama_cpp.llama_decode(self.rt.ctx, batch)
@@ -412,27 +366,30 @@ class Scheduler:
         if rc != 0:
             self._decode_failed(rc, plan)
             return None
-        if self.speculator is not None and len(logits_at) == len(plan) and not prompt_tokens:
+        if (
+            self.speculator is not None
+            and len(filled.logits_at) == len(plan)
+            and not filled.prompt_tokens
+        ):
             # generating sequences only: a measure of what draft rows cost
             self.speculator.observe_decode([n for _, n in plan], decode_s)
         t_samp = time.perf_counter()
-        for seq, row, rows in scored:
+        for seq, row, rows in filled.scored:
             self.logprobs.score_prompt(seq, row, rows)
         kv = self.kv
         for seq, n in plan:
             kv.add_cells(seq.seq_id, n)
             seq.n_past += n
         sampled = 0
-        for seq, index, draft in logits_at:
+        for seq, index, draft in filled.logits_at:
             if seq.request.max_tokens == 0:  # scoring only: the prompt is all there is
                 self._finish(seq, "length")
                 continue
             sampled += self._take_tokens(seq, index, draft)
-        return decode_s, time.perf_counter() - t_samp, prompt_tokens, sampled, i
+        sample_s = time.perf_counter() - t_samp
+        return CallTimes(decode_s, sample_s, filled.prompt_tokens, sampled, filled.rows)
 
-    def _decode_media(
-        self, seq: Sequence, span: MediaSpan
-    ) -> tuple[float, float, int, int, int] | None:
+    def _decode_media(self, seq: Sequence, span: MediaSpan) -> CallTimes | None:
         """One image of ``seq``'s prompt, from its embeddings (no logits: a prompt never
         ends with an image)."""
         if self._embd is None:
@@ -446,7 +403,7 @@ class Scheduler:
             return None
         self.kv.add_cells(seq.seq_id, span.n_tokens)
         seq.n_past += span.n_tokens
-        return decode_s, 0.0, span.n_tokens, 0, span.n_tokens
+        return CallTimes(decode_s, 0.0, span.n_tokens, 0, span.n_tokens)
 
     def _take_tokens(self, seq: Sequence, row: int, draft: list[int]) -> int:
         """Sample ``seq``'s token at batch row ``row`` and, while they agree with ``draft``,
@@ -540,31 +497,11 @@ class Scheduler:
             self._finish(seq, "length")
 
     def _finish(self, seq: Sequence, reason: FinishReason) -> None:
-        req = seq.request
         if reason != "cancelled":
             tail = seq.detector.flush()
             if tail or seq.pending_logprobs:
                 self._emit(seq, TokenEvent(tail, [], self._take_logprobs(seq)))
-        ttft = 1000.0 * (seq.t_first - req.arrival) if seq.t_first else None
-        gen_rate = None
-        if seq.t_first and seq.t_last and seq.completion_tokens > 1 and seq.t_last > seq.t_first:
-            gen_rate = (seq.completion_tokens - 1) / (seq.t_last - seq.t_first)
-        scored = seq.prompt_logprobs if req.prompt_logprobs is not None else None
-        self._emit(
-            seq,
-            FinishEvent(
-                reason,
-                seq.n_prompt,
-                seq.completion_tokens,
-                seq.cached_tokens,
-                ttft,
-                gen_rate,
-                cum_logprob=seq.cum_logprob,
-                prompt_logprobs=scored,
-                draft_n=seq.draft_n,
-                draft_n_accepted=seq.draft_n_accepted,
-            ),
-        )
+        self._emit(seq, seq.finish_event(reason))
         seq.sampler.close()
         if reason == "cancelled":
             self.stats.cancelled += 1
@@ -575,7 +512,7 @@ class Scheduler:
             self.admission.retire(seq)
 
     def _emit(self, seq: Sequence, event: EngineEvent) -> None:
-        self._outbox.append((seq.request.sink, event))
+        self._outbox.put(seq.request.sink, event)
 
     def _emit_error(self, seq: Sequence, message: str, *, invalid_request: bool = False) -> None:
         self.stats.errors += 1

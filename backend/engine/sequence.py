@@ -7,7 +7,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from backend.engine.media.media_span import MediaSpan
-from backend.engine.request_types import GenerationRequest, TokenLogprob
+from backend.engine.request_types import (
+    FinishEvent,
+    FinishReason,
+    GenerationRequest,
+    TokenLogprob,
+)
 from backend.engine.sampler_chain import SamplerChain
 from backend.engine.speculative.draft_policy import Acceptance
 from backend.engine.speculative.ngram_draft import LongestMatch
@@ -60,6 +65,27 @@ class Sequence:
     @property
     def generating(self) -> bool:
         return self.completion_tokens > 0 and self.remaining == 1
+
+    def finish_event(self, reason: FinishReason) -> FinishEvent:
+        """What the sequence's client is told when it ends for ``reason``."""
+        req = self.request
+        ttft = 1000.0 * (self.t_first - req.arrival) if self.t_first else None
+        gen_rate = None
+        first, last = self.t_first, self.t_last
+        if first and last and self.completion_tokens > 1 and last > first:
+            gen_rate = (self.completion_tokens - 1) / (last - first)
+        return FinishEvent(
+            reason,
+            self.n_prompt,
+            self.completion_tokens,
+            self.cached_tokens,
+            ttft,
+            gen_rate,
+            cum_logprob=self.cum_logprob,
+            prompt_logprobs=self.prompt_logprobs if req.prompt_logprobs is not None else None,
+            draft_n=self.draft_n,
+            draft_n_accepted=self.draft_n_accepted,
+        )
 
 
 @dataclass(eq=False)
