@@ -17,6 +17,7 @@ from typing import Any
 from backend.core.errors import ConfigError
 from backend.settings import EngineSettings, RouterSettings, ServerSettings
 from backend.settings.flags import add_settings_flags, settings_from_args
+from backend.settings.llama_server_flags import add_llama_server_flags
 
 _MODEL_HELP = (
     "GGUF file to serve, a library name, or 'default' for the embedded SmolLM2-135M-Instruct; "
@@ -65,6 +66,8 @@ def register(subparsers: Any) -> None:
     add_settings_flags(parser, ServerSettings)
     add_settings_flags(parser, RouterSettings)
     add_settings_flags(parser, HubSettings)
+    # the rest of llama-server's flags: aliases of ours, no-ops, one-line refusals
+    add_llama_server_flags(parser)
     parser.set_defaults(handler=run)
 
 
