@@ -37,6 +37,9 @@ MROPE_SECTION = [4, 6, 6]  # temporal, height, width: twice their sum is HEAD_DI
 PATCH_SIZE = 14
 MERGE_SIZE = 2
 PROJECTION_STD = 0.5  # random weights: make the picture weigh in the answer
+# queries and keys scaled up: random weights otherwise attend almost evenly, and a wrong
+# M-RoPE position would go unseen in the answers (and in the tests that compare them)
+SHARPNESS = 6.0
 
 # Qwen2-VL's added tokens, in its order (after the BPE vocabulary, as on the Hub)
 SPECIAL = [
@@ -212,6 +215,8 @@ def build_hf_folder(folder: Path, *, seed: int = 0) -> Path:
         for name, p in model.model.language_model.named_parameters():
             if name.endswith(("v_proj.weight", "o_proj.weight")):
                 p.mul_(MIXING)
+            elif name.endswith(("q_proj.weight", "k_proj.weight")):
+                p.mul_(SHARPNESS)  # peaked attention: a token's position changes the answer
         # and make it read as text: those tokens' logits are 0, below the best of the rest
         model.lm_head.weight[unreadable_ids(tok)] = 0.0
     model.save_pretrained(folder, safe_serialization=True)

@@ -87,6 +87,7 @@ MODEL_FIXTURES = frozenset(
         "tiny_qwen_vl",
         "qwen_vl_server",
         "qwen_vl_layouts",
+        "qwen_vl_small_batch",
         "tiny_audio_lm",
         "audio_server",
         "ollama_server",

@@ -38,6 +38,7 @@ def fill_batch(b: llama_cpp.llama_batch, plan: list[tuple[Sequence, int]]) -> Fi
         start = seq.n_past
         pos = position_at(seq.media, start) if seq.media else start
         toks = seq.tokens
+        assert start + n <= len(toks) or (n > 1 and seq.generating), "planned past the tokens"
         generating = n > 1 and seq.generating  # the last token and a draft: logits on each
         draft = seq.draft[: n - 1] if generating else []
         score = seq.request.prompt_logprobs is not None and start < seq.n_prompt - 1

@@ -75,6 +75,11 @@ class EngineStats:
         self.python_s_total = 0.0
         self.batch_tokens_total = 0
         self.preemptions = 0
+        self.decode_calls = 0
+        self.decode_sequences = 0
+        self.prompt_s_total = 0.0
+        self.generation_s_total = 0.0
+        self.longest_sequence = 0
         self.spec_type = ""
         self.spec_drafted = 0
         self.spec_accepted = 0
@@ -96,6 +101,8 @@ class EngineStats:
             self.spec_drafted = self.spec_accepted = self.spec_drafts = 0
             self.spec_draft_steps = 0
             self.spec_draft_s_total = 0.0
+            self.prompt_s_total = self.generation_s_total = 0.0
+            self.longest_sequence = 0
             self.ttft_ms.clear()
             self.itl_ms.clear()
             self.ttft_ms_last = None
@@ -117,6 +124,23 @@ class EngineStats:
             self._window.append((now, prompt_tokens, gen_tokens))
             while self._window and now - self._window[0][0] > RATE_WINDOW_S:
                 self._window.popleft()
+
+    def record_decode_call(self, n_sequences: int) -> None:
+        """One ``llama_decode`` of tokens for ``n_sequences`` sequences."""
+        with self._lock:
+            self.decode_calls += 1
+            self.decode_sequences += n_sequences
+
+    def record_request_times(self, prompt_s: float | None, generation_s: float | None) -> None:
+        """A request's prompt time (admission to first token) when its first token came,
+        its generation time (first token to last) when it finished."""
+        with self._lock:
+            self.prompt_s_total += prompt_s or 0.0
+            self.generation_s_total += generation_s or 0.0
+
+    def record_length(self, n_tokens: int) -> None:
+        with self._lock:
+            self.longest_sequence = max(self.longest_sequence, n_tokens)
 
     def record_draft(self, drafted: int, accepted: int) -> None:
         """One sequence's draft was verified: ``accepted`` of its ``drafted`` tokens kept."""
@@ -167,6 +191,9 @@ class EngineStats:
                     generated_total=self.generated_total,
                     prompt_tokens_per_s=prompt_rate,
                     gen_tokens_per_s=gen_rate,
+                    prompt_seconds_total=self.prompt_s_total,
+                    generation_seconds_total=self.generation_s_total,
+                    longest_sequence=self.longest_sequence,
                 ),
                 latency=LatencyStats(
                     ttft_ms_p50=_percentile(self.ttft_ms, 50),
@@ -198,6 +225,8 @@ class EngineStats:
                     python_ms_avg=1000.0 * self.python_s_total / steps,
                     batch_tokens_avg=self.batch_tokens_total / steps,
                     preemptions=self.preemptions,
+                    decode_calls=self.decode_calls,
+                    sequences_per_decode=self.decode_sequences / max(self.decode_calls, 1),
                 ),
                 speculative=SpeculativeStats(
                     type=self.spec_type,

@@ -18,7 +18,7 @@ import ctypes
 import llama_cpp
 import numpy as np
 
-from backend.engine.media.media_span import MediaSpan, position_at
+from backend.engine.media.media_span import MediaSpan, PositionSpan, position_at
 
 
 class _Segment:
@@ -150,32 +150,40 @@ class KvCache(KvAccounting):
         super().__init__(n_cells)
         self._ctx = ctx
         self._memory = memory
-        self._media: dict[int, list[MediaSpan]] = {}
+        self._spans: dict[int, list[PositionSpan]] = {}
 
     def bind(self, seq_id: int, media: list[MediaSpan]) -> None:
         """llama.cpp's calls name positions, the accounting cells: the same numbers, except
         after an image placed with M-RoPE (fewer positions than cells). The media of the
         prompt ``seq_id`` holds map one to the other; a copy or a cut prefix keeps the
         source's, which agree with any prompt sharing that prefix."""
-        if media:
-            self._media[seq_id] = media
+        spans = [p for span in media if (p := span.position_span()) is not None]
+        if spans:
+            self._spans[seq_id] = spans
         else:
-            self._media.pop(seq_id, None)
+            self._spans.pop(seq_id, None)
 
     def _pos(self, seq_id: int, n: int) -> int:
-        media = self._media.get(seq_id)
-        return position_at(media, n) if media else n
+        spans = self._spans.get(seq_id)
+        return position_at(spans, n) if spans else n
+
+    def _copy_spans(self, src: int, dst: int) -> None:
+        spans = self._spans.get(src)
+        if spans:
+            self._spans[dst] = spans
+        else:
+            self._spans.pop(dst, None)
 
     def copy_prefix(self, src: int, dst: int, n: int) -> None:
         llama_cpp.llama_memory_seq_cp(self._memory, src, dst, 0, self._pos(src, n))
         super().copy_prefix(src, dst, n)
-        self.bind(dst, self._media.get(src, []))
+        self._copy_spans(src, dst)
 
     def copy_stream(self, src: int, dst: int) -> None:
         # cross-stream copies are whole-stream; llama.cpp applies them at the next decode
         llama_cpp.llama_memory_seq_cp(self._memory, src, dst, -1, -1)
         super().copy_stream(src, dst)
-        self.bind(dst, self._media.get(src, []))
+        self._copy_spans(src, dst)
 
     def keep(self, seq_id: int, n: int) -> None:
         llama_cpp.llama_memory_seq_rm(self._memory, seq_id, self._pos(seq_id, n), -1)
@@ -184,7 +192,7 @@ class KvCache(KvAccounting):
     def rm(self, seq_id: int) -> None:
         llama_cpp.llama_memory_seq_rm(self._memory, seq_id, -1, -1)
         super().rm(seq_id)
-        self._media.pop(seq_id, None)
+        self._spans.pop(seq_id, None)
 
     def save_seq(self, seq_id: int) -> np.ndarray | None:
         size = llama_cpp.llama_state_seq_get_size(self._ctx, seq_id)

@@ -37,7 +37,7 @@ from backend.engine.errors import EngineStoppedError, GrammarDeadEndError, Queue
 from backend.engine.kv_cache import KvCache
 from backend.engine.logprobs import LogprobReader
 from backend.engine.media.embd_batch import EmbdBatch
-from backend.engine.media.media_span import MediaSpan, position_at, span_at
+from backend.engine.media.media_span import MediaSpan, position_at, span_at, whole_media_prefix
 from backend.engine.model_runtime import ModelRuntime
 from backend.engine.outbox import Outbox
 from backend.engine.request_inbox import RequestInbox
@@ -142,7 +142,8 @@ class Scheduler:
         try:
             self._inbox.submit(seq)
         except QueueFullError:
-            self.stats.rejected_busy += 1
+            with self.stats.lock():  # request threads may be refused at once
+                self.stats.rejected_busy += 1
             raise
 
     def cancel(self, request_id: int) -> None:
@@ -280,6 +281,8 @@ class Scheduler:
     def _admit(self) -> None:
         for seq in self.admission.admit_waiting(self._waiting, self._running):
             self._inbox.dequeued()
+            if seq.t_admitted is None:
+                seq.t_admitted = time.perf_counter()
             if seq.preempted == 0:
                 if seq.cached_tokens > 0:
                     self.stats.prefix_hits += 1
@@ -366,6 +369,7 @@ class Scheduler:
         if rc != 0:
             self._decode_failed(rc, plan)
             return None
+        self.stats.record_decode_call(len(plan))
         if (
             self.speculator is not None
             and len(filled.logits_at) == len(plan)
@@ -455,6 +459,7 @@ class Scheduler:
 
     def _decode_failed(self, rc: int, plan: list[tuple[Sequence, int]]) -> None:
         for seq, _ in plan:  # drop anything half-written by the failed call
+            seq.n_past = whole_media_prefix(seq.media, seq.n_past)  # a whole image again
             self.kv.keep(seq.seq_id, seq.n_past)
         if rc == 1 and self._preempt_youngest():
             return
@@ -478,6 +483,7 @@ class Scheduler:
         if seq.t_first is None:
             seq.t_first = now
             self.stats.record_ttft(1000.0 * (now - seq.request.arrival))
+            self.stats.record_request_times(now - (seq.t_admitted or seq.request.arrival), None)
         elif seq.t_last is not None:
             self.stats.record_itl(1000.0 * (now - seq.t_last))
         seq.t_last = now
@@ -502,6 +508,9 @@ class Scheduler:
             if tail or seq.pending_logprobs:
                 self._emit(seq, TokenEvent(tail, [], self._take_logprobs(seq)))
         self._emit(seq, seq.finish_event(reason))
+        if seq.t_first is not None and seq.t_last is not None:
+            self.stats.record_request_times(None, seq.t_last - seq.t_first)
+        self.stats.record_length(len(seq.tokens))
         seq.sampler.close()
         if reason == "cancelled":
             self.stats.cancelled += 1

@@ -37,6 +37,7 @@ class Sequence:
     completion_tokens: int = 0
     cached_tokens: int = 0
     admit_order: int = 0
+    t_admitted: float | None = None  # first admitted (a preempted one keeps it)
     t_first: float | None = None
     t_last: float | None = None
     cancelled: bool = False

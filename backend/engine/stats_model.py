@@ -48,6 +48,19 @@ class TokenStats(StatsSection):
     gen_tokens_per_s: float = metric_field(
         "Generation throughput, tokens/s", "quantdesk_generation_tokens_per_second"
     )
+    prompt_seconds_total: float = metric_field(
+        "Time from each request's admission to its first token, summed, s",
+        "quantdesk_prompt_seconds",
+        "counter",
+    )
+    generation_seconds_total: float = metric_field(
+        "Time from each request's first token to its last, summed, s",
+        "quantdesk_generation_seconds",
+        "counter",
+    )
+    longest_sequence: int = metric_field(
+        "Longest sequence seen (prompt and generated tokens)", "quantdesk_longest_sequence_tokens"
+    )
 
 
 class LatencyStats(StatsSection):
@@ -169,6 +182,14 @@ class StepStats(StatsSection):
     )
     preemptions: int = metric_field(
         "Sequences preempted to free KV cells", "quantdesk_preemptions", "counter"
+    )
+    decode_calls: int = metric_field(
+        "llama_decode calls of prompts and generated tokens (not images)",
+        "quantdesk_decode_calls",
+        "counter",
+    )
+    sequences_per_decode: float = metric_field(
+        "Mean sequences in one llama_decode call", "quantdesk_sequences_per_decode"
     )
 
 

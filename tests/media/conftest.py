@@ -46,6 +46,16 @@ def qwen_vl_server(tiny_qwen_vl: tuple[Path, Path]) -> Iterator[LiveServer]:
     yield from _served(tiny_qwen_vl)
 
 
+# batch and micro-batch sizes that cut a 224 px Qwen2-VL image (64 tokens) in two pieces
+QWEN_SMALL_BATCH = (32, 16)
+
+
+@pytest.fixture(scope="package")
+def qwen_vl_small_batch(tiny_qwen_vl: tuple[Path, Path]) -> Iterator[LiveServer]:
+    batch, ubatch = QWEN_SMALL_BATCH
+    yield from _served(tiny_qwen_vl, batch_size=batch, ubatch_size=ubatch)
+
+
 # KV layouts: a stream per slot, one slot (each other request saves the session to the RAM
 # tier, and a return restores it), one unified cache (prefixes are copied between sequences)
 LAYOUTS = {"per-slot": {}, "one-slot": {"parallel": 1}, "unified": {"kv_unified": True}}

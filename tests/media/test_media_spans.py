@@ -142,9 +142,22 @@ def test_with_m_rope_an_image_takes_fewer_positions_than_cells() -> None:
     assert plain.sections(3) is None
 
 
-def test_an_m_rope_image_is_never_cut_into_pieces() -> None:
-    grid = mrope_span(2, 8, 8)
-    assert grid.pieces(16) == [grid]
-    assert batched_media([grid], 80, n_batch=64, n_ubatch=32, scored=False) == [grid]
-    with pytest.raises(MediaError, match="more than one batch holds"):
-        batched_media([grid], 80, n_batch=32, n_ubatch=32, scored=False)
+def test_an_m_rope_image_longer_than_a_batch_is_cut_into_pieces_of_one_position() -> None:
+    """Its pieces start from the image's first position (their sections stay relative to
+    it), only the last advances, and no prefix ends between them."""
+    grid = mrope_span(2, 8, 8)  # 64 tokens, 8 positions
+    pieces = batched_media([grid], 80, n_batch=24, n_ubatch=8, scored=False)
+    assert [(p.start, p.n_tokens, p.advance) for p in pieces] == [
+        (2, 24, 0),
+        (26, 24, 0),
+        (50, 16, 8),
+    ]
+    assert [position_at(pieces, p.start) for p in pieces] == [2, 2, 2]
+    assert position_at(pieces, 66) == position_at([grid], 66) == 10
+    whole = grid.sections(2)
+    assert whole is not None
+    parts = [p.sections(2) for p in pieces]
+    assert np.array_equal(np.concatenate([q for q in parts if q is not None], axis=1), whole)
+    assert [whole_media_prefix(pieces, n) for n in (2, 26, 40, 50, 66)] == [2, 2, 2, 2, 66]
+    plain = MediaSpan(2, 64, "cd" * 32, np.zeros((64, 8), np.float32))  # one position a token
+    assert [whole_media_prefix(plain.pieces(24), n) for n in (26, 40)] == [26, 26]

@@ -49,13 +49,13 @@ class EmbdBatch:
             b.logits[i] = 0
         b.n_tokens = n
         sections = span.sections(pos_0)
-        if sections is not None:
-            flat = np.ascontiguousarray(sections, dtype=np.int32).ravel()
-            ctypes.memmove(self._sections, flat.ctypes.data, flat.nbytes)
-            b.pos = ctypes.cast(self._sections, _POS_P)
-        if span.non_causal:
-            llama_cpp.llama_set_causal_attn(ctx, False)
         try:
+            if sections is not None:
+                flat = np.ascontiguousarray(sections, dtype=np.int32).ravel()
+                ctypes.memmove(self._sections, flat.ctypes.data, flat.nbytes)
+                b.pos = ctypes.cast(self._sections, _POS_P)
+            if span.non_causal:
+                llama_cpp.llama_set_causal_attn(ctx, False)
             return int(llama_cpp.llama_decode(ctx, b))
         finally:
             b.pos = ctypes.cast(ctypes.c_void_p(self._own_pos), _POS_P)  # llama_batch_free frees it

@@ -17,11 +17,29 @@ one. :func:`position_at` maps an index to its position.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
 _ID_RANGE = 2**31 - 2
+
+
+class PositionSpan(NamedTuple):
+    """What positions need of a span: where it is, and the positions it takes."""
+
+    start: int
+    n_tokens: int
+    n_pos: int
+
+    @property
+    def end(self) -> int:
+        return self.start + self.n_tokens
+
+    @property
+    def advance(self) -> int:
+        return self.n_pos
 
 
 @dataclass(eq=False)
@@ -40,6 +58,9 @@ class MediaSpan:
     n_pos: int | None = None
     rel_pos: np.ndarray | None = None
     moves: np.ndarray | None = None
+    # a piece of a longer M-RoPE span: where that span starts (its pieces share its first
+    # position, and a prefix may not end between them)
+    whole_start: int | None = None
 
     @property
     def end(self) -> int:
@@ -50,25 +71,38 @@ class MediaSpan:
         """Positions the span takes: its tokens, or fewer with M-RoPE."""
         return self.n_tokens if self.n_pos is None else self.n_pos
 
+    def position_span(self) -> PositionSpan | None:
+        """Its place for the KV cache's positions, when they are not its cells."""
+        if self.n_pos is None or self.n_pos == self.n_tokens:
+            return None
+        return PositionSpan(self.start, self.n_tokens, self.n_pos)
+
     def sections(self, pos_0: int) -> np.ndarray | None:
-        """Its tokens' M-RoPE position sections when it starts at position ``pos_0``
-        (int32, 4 x n_tokens), or None for one position per token."""
+        """Its tokens' M-RoPE position sections when it (the whole span, for a piece)
+        starts at position ``pos_0`` (int32, 4 x n_tokens), or None for one position per
+        token."""
         if self.rel_pos is None or self.moves is None:
             return None
         return (self.rel_pos + pos_0 * self.moves).astype(np.int32)
 
     def pieces(self, size: int) -> list[MediaSpan]:
-        """This span as consecutive spans of at most ``size`` positions (for causal
-        attention with one position per token only: decoded one after another, they are
-        the same as one call). An M-RoPE span stays whole."""
-        if self.n_tokens <= size or self.rel_pos is not None:
+        """This span as consecutive spans of at most ``size`` positions, decoded one after
+        another as one call would be (causal attention only). M-RoPE pieces keep their
+        sections relative to the whole span's first position, which they all start from:
+        all but the last take no positions, the last all the span's."""
+        if self.n_tokens <= size:
             return [self]
-        return [
-            MediaSpan(
-                self.start + k, min(size, self.n_tokens - k), self.digest, self.embd[k : k + size]
-            )
-            for k in range(0, self.n_tokens, size)
-        ]
+        out: list[MediaSpan] = []
+        for k in range(0, self.n_tokens, size):
+            m = min(size, self.n_tokens - k)
+            piece = MediaSpan(self.start + k, m, self.digest, self.embd[k : k + m])
+            if self.rel_pos is not None and self.moves is not None:
+                piece.n_pos = self.advance if k + m == self.n_tokens else 0
+                piece.rel_pos = self.rel_pos[:, k : k + m]
+                piece.moves = self.moves[:, k : k + m]
+                piece.whole_start = self.start
+            out.append(piece)
+        return out
 
 
 def placeholder_ids(digest: str, n_tokens: int) -> list[int]:
@@ -77,9 +111,10 @@ def placeholder_ids(digest: str, n_tokens: int) -> list[int]:
     return [-1 - (base + k) % _ID_RANGE for k in range(n_tokens)]
 
 
-def position_at(spans: list[MediaSpan], index: int) -> int:
+def position_at(spans: Sequence[MediaSpan | PositionSpan], index: int) -> int:
     """The position of the token at ``index`` of a prompt with these media (for an index
-    inside an M-RoPE image, the image's first position, which all its tokens share)."""
+    inside an M-RoPE span, the span's first position, which all its tokens share in time,
+    and which a whole span's pieces share)."""
     pos = index
     for span in spans:
         if span.end <= index:
@@ -104,8 +139,10 @@ def next_span_start(spans: list[MediaSpan], pos: int) -> int | None:
 
 
 def whole_media_prefix(spans: list[MediaSpan], n: int) -> int:
-    """``n`` cut back to the start of an image it would end inside of."""
+    """``n`` cut back to the start of an image it would end inside of (or between two
+    pieces of, with M-RoPE)."""
     for span in spans:
-        if span.start < n < span.end:
-            return span.start
+        whole = span.start if span.whole_start is None else span.whole_start
+        if span.start < n < span.end or whole < n == span.start:
+            return whole
     return n

@@ -229,6 +229,7 @@ def mrope_sections(chunk: object, kind: int, n_tokens: int) -> tuple[np.ndarray,
     for pos_0 in (0, 1):
         out = (mtmd.mtmd_decoder_pos * n_tokens)()
         mtmd.mtmd_helper_image_get_decoder_pos(image, pos_0, out)
-        # llama_batch's section order is time, row (y), column (x), unused (z)
-        at.append(np.array([(p.t, p.y, p.x, p.z) for p in out], dtype=np.int64).T)
+        # fields t, x, y, z; llama_batch's section order is time, row (y), column (x), z
+        txyz = np.frombuffer(memoryview(out), dtype=np.uint32).reshape(n_tokens, 4).astype(np.int64)
+        at.append(txyz[:, [0, 2, 1, 3]].T)
     return at[0].astype(np.int32), (at[1] - at[0]).astype(np.int32)

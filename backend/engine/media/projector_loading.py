@@ -37,26 +37,22 @@ def batched_media(
     media: list[MediaSpan], n_prompt: int, *, n_batch: int, n_ubatch: int, scored: bool
 ) -> list[MediaSpan]:
     """A prompt's media as the scheduler decodes them, a span a call. A span read with
-    causal attention (audio, most images) longer than a batch is cut into batch-sized
-    pieces, decoded one after another as llama-server does; one read with non-causal
-    attention (Gemma 3's images) must fit one micro-batch, and one placed with M-RoPE
-    (Qwen2-VL's, whose tokens share their first position) one batch. Text must end the
+    causal attention (audio, most images, M-RoPE ones too) longer than a batch is cut into
+    batch-sized pieces, decoded one after another as llama-server does; one read with
+    non-causal attention (Gemma 3's images) must fit one micro-batch. Text must end the
     prompt, and no image is scored."""
     if scored:
         raise MediaError("prompt_logprobs cannot score a prompt with images", param="messages")
     out: list[MediaSpan] = []
     for span in media:
-        if not span.non_causal and span.rel_pos is None:
+        if not span.non_causal:
             out.extend(span.pieces(n_batch))
             continue
-        room, what, flags = n_batch, "batch", "--batch-size"
-        if span.non_causal:
-            room, what = min(n_batch, n_ubatch), "micro-batch"
-            flags += " and --ubatch-size"
+        room = min(n_batch, n_ubatch)
         if span.n_tokens > room:
             raise MediaError(
-                f"an image takes {span.n_tokens} tokens, more than one {what} holds "
-                f"({room}): raise {flags}",
+                f"an image takes {span.n_tokens} tokens, more than one micro-batch holds "
+                f"({room}): raise --batch-size and --ubatch-size",
                 param="messages",
             )
         out.append(span)
