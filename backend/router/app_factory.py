@@ -7,16 +7,18 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from backend.router.errors import RouterError
 from backend.router.model_pool import ModelPool
+from backend.router.openapi_schema import router_schema
 from backend.router.proxy import new_upstream_client
 from backend.router.routes import model_reads, models, monitoring, ollama_library, proxied
 from backend.router.upstream import UpstreamPool
-from backend.server.app_factory import install_edge
+from backend.server.app_factory import add_docs, install_edge
 from backend.server.errors import ApiError
 from backend.server.routes import ollama_models
 from backend.settings import ServerSettings
@@ -94,4 +96,12 @@ def create_router_app(
     ):  # proxied last: it takes every other POST
         app.include_router(module.router)
     app.include_router(ollama_models.public)
+    schema: dict[str, Any] = {}
+
+    def merged() -> dict[str, Any]:  # built once, at the first read
+        if not schema:
+            schema.update(router_schema(app, pool.defaults))
+        return schema
+
+    add_docs(app, merged)
     return app

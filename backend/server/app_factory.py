@@ -9,6 +9,7 @@ import logging
 import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from typing import Any
 
 from fastapi import Depends, FastAPI
 from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
@@ -125,7 +126,7 @@ def create_app(
     ):
         app.include_router(module.router)
     app.include_router(ollama_models.public)
-    _add_docs(app)
+    add_docs(app, app.openapi)
     return app
 
 
@@ -148,8 +149,9 @@ def install_edge(app: FastAPI, server_settings: ServerSettings) -> None:
     install_error_handlers(app)
 
 
-def _add_docs(app: FastAPI) -> None:
-    """/openapi.json, /docs and /redoc, behind the API key when one is set, like the API.
+def add_docs(app: FastAPI, schema: Callable[[], dict[str, Any]]) -> None:
+    """/openapi.json (``schema``), /docs and /redoc, behind the API key when one is set,
+    like the API.
 
     A browser cannot add the bearer header to /docs; fetch the schema with
     ``curl -H 'Authorization: Bearer KEY' .../openapi.json`` instead.
@@ -158,7 +160,7 @@ def _add_docs(app: FastAPI) -> None:
 
     @app.get("/openapi.json", include_in_schema=False, dependencies=keyed)
     async def openapi() -> JSONResponse:
-        return JSONResponse(app.openapi())
+        return JSONResponse(schema())
 
     @app.get("/docs", include_in_schema=False, dependencies=keyed)
     async def swagger() -> HTMLResponse:

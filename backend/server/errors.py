@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import logging
+import sys
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -61,6 +62,14 @@ def error_body_for_path(
     if ollama_errors.is_ollama_path(path):
         return ollama_errors.error_body(message)
     return error_body(message, type_, None, code)
+
+
+def too_deep_message() -> str:
+    """The 400 for a JSON body nested past Python's JSON decoder (a RecursionError)."""
+    return (
+        "the request body nests arrays or objects deeper than the JSON decoder takes "
+        f"(about {sys.getrecursionlimit()} levels)"
+    )
 
 
 def _printable(text: str | None) -> str | None:
@@ -144,7 +153,10 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         type_ = "not_found_error" if exc.status_code == 404 else "invalid_request_error"
-        return _response(ApiError(exc.status_code, str(exc.detail), type_=type_), request)
+        message = str(exc.detail)
+        if isinstance(exc.__cause__, RecursionError):  # FastAPI's own body parsing
+            message = too_deep_message()
+        return _response(ApiError(exc.status_code, message, type_=type_), request)
 
     @app.exception_handler(QuantDeskError)
     async def _engine(request: Request, exc: QuantDeskError) -> JSONResponse:

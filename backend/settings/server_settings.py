@@ -29,10 +29,25 @@ class ListenSettings(BaseModel):
     )
     cors_origins: list[str] = Field(
         default_factory=list,
-        description="Also allow this browser origin by CORS (repeatable; '*' allows any); "
-        "loopback origins (http(s)://localhost, 127.0.0.1, [::1], any port) are always allowed",
-        json_schema_extra={"flags": ["--cors-origin"]},
+        description="Also allow these browser origins by CORS (repeatable, or comma-separated "
+        "as llama-server's --cors-origins; '*' allows any); loopback origins "
+        "(http(s)://localhost, 127.0.0.1, [::1], any port) are always allowed, so "
+        "llama-server's 'localhost' keyword adds nothing",
+        json_schema_extra={"flags": ["--cors-origin", "--cors-origins"]},
     )
+
+    @field_validator("cors_origins", mode="before")
+    @classmethod
+    def _origin_lists(cls, value: object) -> object:
+        """llama-server's comma-separated form, and its ``localhost`` keyword (loopback
+        origins only: always allowed here)."""
+        if isinstance(value, str):
+            value = [value]
+        if not isinstance(value, list):
+            return value
+        origins = [o.strip() for item in value for o in str(item).split(",")]
+        return [o for o in origins if o and o != "localhost"]
+
     ollama_port: int | None = Field(
         default=None,
         ge=1,

@@ -333,3 +333,38 @@ def test_a_router_killed_outright_leaves_no_work_folder_for_the_next_one() -> No
         assert mine.is_dir()  # a running router's folder stays
     finally:
         shutil.rmtree(mine, ignore_errors=True)
+
+
+def test_a_body_nested_past_the_decoder_is_a_400_naming_the_limit(
+    start_router: Callable[..., RouterHandle],
+) -> None:
+    """The router reads the body's model before any child does: the same 400 (a 500 once)."""
+    router = start_router()
+    depth = 100_000
+    body = '{"model": "alpha", "junk": ' + "[" * depth + "]" * depth + "}"
+    r = httpx.post(
+        f"{router.base_url}/v1/chat/completions",
+        content=body.encode(),
+        headers={"Content-Type": "application/json"},
+        timeout=60,
+    )
+    assert r.status_code == 400, r.text
+    assert "nests arrays or objects deeper" in r.json()["error"]["message"]
+
+
+def test_the_router_serves_its_openapi_with_the_routes_it_forwards(
+    start_router: Callable[..., RouterHandle],
+) -> None:
+    """/openapi.json, /docs and /redoc (405 in library mode once): the router's own routes
+    and those a model's server answers behind it, loading no model to say so."""
+    router = start_router(models_autoload=False)
+    schema = httpx.get(f"{router.base_url}/openapi.json", timeout=30).json()
+    paths = schema["paths"]
+    forwarded = ["/v1/chat/completions", "/v1/messages", "/v1/responses", "/api/chat"]
+    assert all(path in paths for path in forwarded), sorted(paths)
+    assert "/models/load" in paths and "post" in paths["/models/load"]  # the router's own
+    assert schema["info"]["title"] == "QuantDesk router"
+    for page in ("/docs", "/redoc"):
+        r = httpx.get(f"{router.base_url}{page}", timeout=30)
+        assert r.status_code == 200 and "openapi.json" in r.text
+    assert httpx.get(f"{router.base_url}/v1/models", timeout=30).json()["data"]

@@ -30,6 +30,9 @@ def sample_stats(i: int = 1, *, with_gpu: bool = True) -> StatsSnapshot:
             "generated_total": 10 * i,
             "gen_tokens_per_s": 50.0 + i,
             "prompt_tokens_per_s": 200.0,
+            "prompt_seconds_total": 0.1 * i,
+            "generation_seconds_total": 0.2 * i,
+            "longest_sequence": 40,
         },
         "latency": {
             "ttft_ms_p50": 80.0,
@@ -52,6 +55,8 @@ def sample_stats(i: int = 1, *, with_gpu: bool = True) -> StatsSnapshot:
             "python_ms_avg": 0.5,
             "batch_tokens_avg": 3.0,
             "preemptions": 0,
+            "decode_calls": 10 * i,
+            "sequences_per_decode": 1.5,
         },
         "uptime_s": 60.0 + i,
         "model": {

@@ -18,7 +18,9 @@ from starlette.requests import Request
 from backend.server import auth
 from backend.server.app_factory import create_app
 from backend.settings import EngineSettings, ServerSettings
+from backend.settings.flags import settings_from_args
 from tests.server.conftest import LiveServer, start_server, wait_healthy
+from tests.server.test_serve_cli import _parse_serve
 
 KEY = "s3cret"
 BEARER = {"Authorization": f"Bearer {KEY}"}
@@ -87,6 +89,24 @@ def test_cors_origin_flag_adds_origins_and_star_allows_any() -> None:
     assert "access-control-allow-origin" not in preflight(client, "http://evil.example").headers
     anyone = preflight(offline_app(cors_origins=["*"]), "http://evil.example")
     assert anyone.status_code == 200 and anyone.headers["access-control-allow-origin"] == "*"
+
+
+def test_llama_servers_cors_origins_list_and_localhost_keyword() -> None:
+    """``--cors-origins a,b`` (llama-server's spelling) allows both; its ``localhost``
+    keyword means loopback origins only, which this server allows anyway."""
+    args = _parse_serve(
+        ["--cors-origins", "https://a.app,https://b.app", "--cors-origin", "localhost"]
+    )
+    settings = settings_from_args(ServerSettings, args)
+    assert settings.cors_origins == ["https://a.app", "https://b.app"]
+    client = offline_app(**settings.model_dump())
+    for origin in ("https://a.app", "https://b.app", "http://localhost:3000"):
+        assert preflight(client, origin).headers["access-control-allow-origin"] == origin
+    assert preflight(client, "https://c.app").status_code == 403
+    loopback_only = settings_from_args(
+        ServerSettings, _parse_serve(["--cors-origins", "localhost"])
+    )
+    assert loopback_only == ServerSettings()
 
 
 def test_a_refused_preflight_is_a_json_error_in_the_dialects_shape() -> None:

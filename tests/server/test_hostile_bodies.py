@@ -153,3 +153,40 @@ def test_a_surrogate_pair_is_fine(live_server: LiveServer) -> None:
     assert "\\ud83d\\ude00" in json.dumps(body)
     r = post(live_server, "/v1/completions", body)
     assert r.status_code == 200, r.text
+
+
+def deep_body(prefix: str, depth: int = 100_000) -> bytes:
+    """A JSON object whose unknown field ``junk`` is an array nested ``depth`` deep."""
+    return f'{prefix}, "junk": {"[" * depth}{"]" * depth}}}'.encode()
+
+
+CHAT = '{"model": "m", "max_tokens": 2, "messages": [{"role": "user", "content": "hi"}]'
+
+
+@pytest.mark.parametrize(
+    ("path", "prefix"),
+    [
+        ("/v1/chat/completions", CHAT),
+        ("/v1/messages", CHAT),
+        ("/api/chat", CHAT),
+        ("/completion", '{"prompt": "hi", "n_predict": 2'),
+        ("/v1/embeddings", '{"input": "hi"'),
+    ],
+    ids=["openai", "anthropic", "ollama", "native", "embeddings"],
+)
+def test_a_body_nested_past_the_decoder_is_a_400_naming_the_limit(
+    live_server: LiveServer, path: str, prefix: str
+) -> None:
+    r = HTTP.post(
+        f"{live_server.base_url}{path}",
+        content=deep_body(prefix),
+        headers={"Content-Type": "application/json"},
+    )
+    assert r.status_code == 400, r.text
+    body = r.json()
+    message = {
+        "/v1/messages": lambda: body["error"]["message"],
+        "/api/chat": lambda: body["error"],
+    }.get(path, lambda: body["error"]["message"])()
+    assert "nests arrays or objects deeper" in message and "levels" in message, body
+    assert HTTP.get(f"{live_server.base_url}/health").status_code == 200

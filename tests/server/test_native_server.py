@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -15,6 +16,13 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from backend.router.metrics_relabel import merge_metrics
 from backend.settings.default_model import DEFAULT_MODEL_FILE
+from benchmarks.peer_servers import (
+    DEFAULT_LLAMA_SERVER,
+    Knobs,
+    ServerSpec,
+    llama_server_argv,
+    started,
+)
 from tests.server.conftest import LiveServer, start_server, wait_healthy
 
 HTTP = httpx.Client(timeout=120.0)
@@ -127,6 +135,12 @@ def test_llamacpp_metrics_beside_ours(live_server: LiveServer) -> None:
     assert value("llamacpp:requests_deferred") == stats["requests"]["queued"] == 0
     for name in ("llamacpp:prompt_tokens_seconds", "llamacpp:predicted_tokens_seconds"):
         assert value(name) >= 0.0
+    assert value("llamacpp:prompt_seconds") == stats["tokens"]["prompt_seconds_total"] > 0
+    assert value("llamacpp:tokens_predicted_seconds") == stats["tokens"]["generation_seconds_total"]
+    assert value("llamacpp:n_tokens_max") == stats["tokens"]["longest_sequence"] >= 5
+    assert value("llamacpp:n_decode") == stats["step"]["decode_calls"] >= 4
+    assert value("llamacpp:n_busy_slots_per_decode") == stats["step"]["sequences_per_decode"] >= 1
+    assert value("llamacpp:spec_decode_num_drafts") == stats["speculative"]["drafts"]
     assert "quantdesk_generated_tokens" in families  # ours stay
     # the library router's relabelling keeps them, one family each, with the model label
     merged = _families(merge_metrics({"a": text, "b": text}))
@@ -168,3 +182,31 @@ def test_native_routes_are_behind_the_key(keyed_server: LiveServer) -> None:
         assert r.status_code == 200 and "error" not in r.json() and "content" in r.json()
     slots = HTTP.get(f"{url}/slots", headers={"x-api-key": KEY}).json()
     assert [s["id"] for s in slots] == [0] and slots[0]["n_ctx"] == 1024
+
+
+@pytest.mark.skipif(not DEFAULT_LLAMA_SERVER.is_file(), reason="llama-server not built")
+def test_our_llamacpp_metrics_are_llama_servers_names_and_types(
+    live_server: LiveServer, smollm2_path: Path, tmp_path: Path
+) -> None:
+    """A dashboard built on llama-server's /metrics finds every family it reads here, of
+    the same type (the peer: llama-server --metrics from the same llama.cpp, one request
+    each; its per-draft-position family only appears with speculative decoding)."""
+
+    def names(url: str, path: str) -> dict[str, str]:
+        HTTP.post(f"{url}{path}", json={"prompt": "Hi", "n_predict": 4}).raise_for_status()
+        text = HTTP.get(f"{url}/metrics").text
+        return {
+            f.name: f.type
+            for f in text_string_to_metric_families(text)
+            if f.name.startswith("llamacpp:")
+        }
+
+    spec = ServerSpec(
+        "llama-server", llama_server_argv(DEFAULT_LLAMA_SERVER), extra_flags=["--metrics"]
+    )
+    knobs = Knobs(smollm2_path, 2, 1, 2048, 512, 512)
+    with started(spec, knobs, tmp_path / "peer.log", 120) as (url, _proc):
+        theirs = names(url, "/completion")
+    ours = names(live_server.base_url, "/completion")
+    assert theirs, "llama-server served no llamacpp: families"
+    assert {n: t for n, t in theirs.items() if n in ours} == theirs, set(theirs) - set(ours)

@@ -35,12 +35,23 @@ SERVED_KEYS = {
         "generated_total",
         "prompt_tokens_per_s",
         "gen_tokens_per_s",
+        "prompt_seconds_total",
+        "generation_seconds_total",
+        "longest_sequence",
     },
     "latency": {"ttft_ms_p50", "ttft_ms_p99", "itl_ms_p50", "itl_ms_p99", "ttft_ms_last"},
     "kv": {"cells_used", "cells_total", "bytes_used", "bytes_total", "used_pct"},
     "prefix_cache": {"hits", "misses", "tokens_saved", "entries"},
     "session_cache": {"ram", "disk"},
-    "step": {"steps", "step_ms_avg", "python_ms_avg", "batch_tokens_avg", "preemptions"},
+    "step": {
+        "steps",
+        "step_ms_avg",
+        "python_ms_avg",
+        "batch_tokens_avg",
+        "preemptions",
+        "decode_calls",
+        "sequences_per_decode",
+    },
     "speculative": {"type", "drafted", "accepted", "drafts", "acceptance_rate", "draft_ms_avg"},
     "media": {"images_encoded", "images_reused", "encode_ms_avg"},
     "model": {
@@ -138,6 +149,12 @@ METRICS_ADDED = {
     "quantdesk_media_images_encoded": "counter",
     "quantdesk_media_images_reused": "counter",
     "quantdesk_media_encode_ms_avg": "gauge",
+    # llama-server's llamacpp:* families read these (issue 34)
+    "quantdesk_prompt_seconds": "counter",
+    "quantdesk_generation_seconds": "counter",
+    "quantdesk_longest_sequence_tokens": "gauge",
+    "quantdesk_decode_calls": "counter",
+    "quantdesk_sequences_per_decode": "gauge",
 }
 
 

@@ -18,6 +18,7 @@ from backend.router.routes.models import pool_of
 from backend.server.anthropic.errors import is_messages_path
 from backend.server.auth import require_api_key
 from backend.server.errors import ApiError
+from backend.server.json_body import loads_body
 
 router = APIRouter(dependencies=[Depends(require_api_key)])
 
@@ -25,10 +26,7 @@ router = APIRouter(dependencies=[Depends(require_api_key)])
 def _model_and_ttl(body: bytes) -> tuple[str | None, float | None, bytes]:
     """The body's ``model`` and ``ttl`` (seconds, as LM Studio takes it; removed from the
     body the child sees)."""
-    try:
-        data: Any = json.loads(body) if body else {}
-    except ValueError:
-        raise ApiError(400, "the request body is not valid JSON", code="invalid_request") from None
+    data: Any = loads_body(body) if body else {}
     if not isinstance(data, dict):
         raise ApiError(400, "the request body must be a JSON object", code="invalid_request")
     model = data.get("model")

@@ -6,8 +6,11 @@ llama-server's help text; where the meaning differs slightly, the help says so:
 
 - ``prompt_tokens_seconds`` / ``predicted_tokens_seconds``: llama-server averages over
   the time since the previous scrape, ours over the last 5 s;
-- ``n_decode_total`` is not given: our counter is of scheduler steps, and one step may
-  make more than one ``llama_decode`` call.
+- ``prompt_seconds_total`` runs from a request's admission to its first token
+  (llama-server's from its slot starting the prompt: the same span);
+- ``spec_decode_num_accepted_tokens_per_pos_total`` (accepted drafts by position) is not
+  given: no per-position counts are kept. ``kv_cache_usage_ratio`` and ``kv_cache_tokens``
+  are older llama-server names, still given.
 """
 
 from __future__ import annotations
@@ -37,9 +40,45 @@ def llamacpp_families(snap: StatsSnapshot) -> list[Metric]:
             snap.prefix_cache.tokens_saved,
         ),
         (
+            "prompt_seconds_total",
+            "Total time spent processing prompts (admission to first token).",
+            snap.tokens.prompt_seconds_total,
+        ),
+        (
             "tokens_predicted_total",
             "Number of generation tokens processed.",
             snap.tokens.generated_total,
+        ),
+        (
+            "tokens_predicted_seconds_total",
+            "Total time spent generating tokens.",
+            snap.tokens.generation_seconds_total,
+        ),
+        (
+            "n_decode_total",
+            "Total number of llama_decode() calls, excluding speculative decoding and "
+            "multimodal decoding.",
+            snap.step.decode_calls,
+        ),
+        (
+            "n_tokens_max",
+            "Largest observed sequence length (prompt + generation).",
+            snap.tokens.longest_sequence,
+        ),
+        (
+            "spec_decode_num_draft_tokens_total",
+            "Speculative: Total draft tokens generated.",
+            snap.speculative.drafted,
+        ),
+        (
+            "spec_decode_num_accepted_tokens_total",
+            "Speculative: Total draft tokens accepted by the target model.",
+            snap.speculative.accepted,
+        ),
+        (
+            "spec_decode_num_drafts_total",
+            "Speculative: Total speculative decoding verification steps.",
+            snap.speculative.drafts,
         ),
     ]
     gauges: list[tuple[str, str, float]] = [
@@ -61,6 +100,11 @@ def llamacpp_families(snap: StatsSnapshot) -> list[Metric]:
         ("kv_cache_tokens", "KV-cache tokens.", kv.cells_used),
         ("requests_processing", "Number of requests processing.", snap.requests.running),
         ("requests_deferred", "Number of requests deferred.", snap.requests.queued),
+        (
+            "n_busy_slots_per_decode",
+            "Average number of busy slots per llama_decode() call.",
+            snap.step.sequences_per_decode,
+        ),
     ]
     out: list[Metric] = []
     for name, help_text, value in counters:

@@ -8,7 +8,6 @@ body from OpenAI's: ``backend/server/native/completion_request.py``.
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -35,6 +34,7 @@ from backend.server.generation import (
     sse,
     sse_error,
 )
+from backend.server.json_body import loads_body
 from backend.server.native.completion_request import (
     MultimodalPrompt,
     NativeCompletionRequest,
@@ -276,13 +276,7 @@ async def _stream(
 
 
 async def _json_body(request: Request) -> Any:
-    raw = await request.body()
-    try:
-        return json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise RequestValidationError(
-            [{"type": "json_invalid", "loc": ("body",), "msg": str(exc), "input": {}}]
-        ) from None
+    return loads_body(await request.body())
 
 
 def _validated(model: type[BaseModel], data: Any) -> Any:
