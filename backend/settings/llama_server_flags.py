@@ -603,8 +603,7 @@ LLAMA_SERVER_FLAGS: tuple[LlamaServerFlag, ...] = (
         _mapped(
             ("-a", "--alias"),
             "the one model id /v1/models shows (default: the file name without .gguf); "
-            "llama-server's comma-separated list of several aliases is not split, the whole value "
-            "is the id",
+            "llama-server's comma-separated list of several aliases is refused",
         ),
         _no(("--tags",), "model tags are not implemented"),
         _no(
@@ -666,8 +665,7 @@ LLAMA_SERVER_FLAGS: tuple[LlamaServerFlag, ...] = (
         _mapped(
             ("--api-key",),
             "one key, required as 'Authorization: Bearer KEY' (or x-api-key) on every API call; "
-            "llama-server's comma-separated list of several keys is not split, the whole value "
-            "is the key",
+            "llama-server's comma-separated list of several keys is refused",
         ),
         _no(("--api-key-file",), "give the key with --api-key or QUANTDESK_API_KEY"),
         _no(("--ssl-key-file",), "no TLS here; put a TLS-terminating reverse proxy in front"),

@@ -152,4 +152,8 @@ class ServerSettings(BaseSettings, ListenSettings):
             return None
         if not value.strip():
             raise ValueError("the API key is blank; give a real key or leave the flag out")
+        if "," in value:  # llama-server's list of keys: not silently one key with a comma
+            raise ValueError(
+                "one key only here (llama-server takes a comma-separated list of keys)"
+            )
         return value.strip()  # a client's 'Bearer KEY' is compared stripped

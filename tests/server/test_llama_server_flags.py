@@ -190,3 +190,25 @@ def test_aliases_and_no_ops_give_the_settings_of_our_flags(
     no_ops = [s for flag in LLAMA_SERVER_FLAGS if flag.no_op for s in flag.spellings]
     assert "--no-context-shift" in no_ops and "--jinja" in no_ops
     assert settings(no_ops) == settings([])
+
+
+@pytest.mark.parametrize(
+    ("argv", "flag"),
+    [(["-a", "a,b"], "--alias"), (["--api-key", "k1,k2"], "--api-key")],
+    ids=["aliases", "keys"],
+)
+def test_llama_servers_lists_of_aliases_and_keys_are_refused_not_taken_whole(
+    argv: list[str], flag: str
+) -> None:
+    """llama-server splits these at commas; taking the whole value as one id or key would
+    answer to a name or key nobody meant."""
+    done = subprocess.run(
+        [sys.executable, "-m", "backend.entrypoints.main", "serve", *argv],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and flag in lines[0] and "comma-separated" in lines[0], lines
