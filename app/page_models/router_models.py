@@ -137,6 +137,8 @@ class ModelCard:
     def of(cls, card: dict[str, Any]) -> ModelCard:
         status = card.get("status")
         state = str(status.get("value", "loaded")) if isinstance(status, dict) else "loaded"
+        if isinstance(status, dict) and status.get("failed"):  # llama-server's way to say it
+            state = "failed"
         memory = card.get("memory_bytes")
         idle = card.get("idle_s")
         error = status.get("error") if isinstance(status, dict) else None

@@ -25,7 +25,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import psutil
 
@@ -39,6 +39,7 @@ from backend.router.errors import (
 )
 from backend.router.memory_check import MemoryNeed, default_budget, estimate_need, shortfall
 from backend.router.model_catalog import CatalogEntry, ModelCatalog
+from backend.router.model_events import ModelEvents
 from backend.settings import EngineSettings, ServerSettings
 from backend.settings.model_settings_store import ModelSettingsStore
 from backend.settings.router_settings import RouterSettings
@@ -75,6 +76,14 @@ class PoolEntry:
         return self.need.total if self.need is not None and self.state == "loaded" else None
 
 
+def llama_status(entry: PoolEntry) -> dict[str, Any]:
+    """The entry's state as llama-server's router says it: a failed load or a crash is
+    ``unloaded`` with ``failed`` (and why, here, in ``error``)."""
+    if entry.state == "failed":
+        return {"status": "unloaded", "failed": True, "error": entry.error}
+    return {"status": entry.state}
+
+
 class ModelPool:
     """Loads, tracks and unloads the child servers; all methods run on one event loop."""
 
@@ -109,6 +118,7 @@ class ModelPool:
         # starts with the pool's event loop, or with the first load
         self.forker = new_forker() if fork_servers else None
         self._forker_start: asyncio.Task[None] | None = None
+        self.events = ModelEvents()  # GET /models/sse
         self.budget = (
             router.memory_budget
             if router.memory_budget is not None
@@ -194,6 +204,7 @@ class ModelPool:
             future.add_done_callback(lambda f: f.cancelled() or f.exception())
             entry._loading = future
             entry.state, entry.error = "loading", None
+            self._changed(entry)
             task = asyncio.create_task(self._load(entry, future), name=f"load-{entry.model_id}")
             task.add_done_callback(lambda t: t.cancelled() or t.exception())
             entry._load_task = task
@@ -218,10 +229,12 @@ class ModelPool:
                 entry.child, entry.need, entry.state = child, need, "loaded"
                 entry.last_used = time.monotonic()
                 entry._watch = child.watch(self._child_exited)
+                self._changed(entry)
         except BaseException as exc:
             entry.state = "failed"
             entry.error = str(exc) or type(exc).__name__
             entry.need = None
+            self._changed(entry)
             if not isinstance(exc, asyncio.CancelledError):
                 log.error("model %s: load failed: %s", entry.model_id, entry.error)
             if not future.done():
@@ -284,6 +297,7 @@ class ModelPool:
             await child.stop()
         if entry._loading is None:  # else a request already wants it back: "loading"
             entry.state = "unloaded"
+            self._changed(entry)
         entry.need = None
 
     async def settle(self, child: ChildServer, timeout_s: float = 3.0) -> None:
@@ -295,6 +309,9 @@ class ModelPool:
         if watch is not None:
             with contextlib.suppress(TimeoutError, asyncio.CancelledError):
                 await asyncio.wait_for(asyncio.shield(watch), timeout_s)
+
+    def _changed(self, entry: PoolEntry) -> None:
+        self.events.publish(entry.model_id, "model_status", llama_status(entry))
 
     def _child_exited(self, child: ChildServer) -> None:
         """A child ended on its own (crash, abort, OOM kill): its model is failed, and the
@@ -310,6 +327,7 @@ class ModelPool:
         )
         entry._watch = None
         log.error("model %s: %s", entry.model_id, entry.error)
+        self._changed(entry)
 
     # ----- lifetime -----
 
@@ -375,6 +393,7 @@ class ModelPool:
             await self.forker.close()
         if self._tmp is not None:
             self._tmp.cleanup()
+        self.events.close()
 
 
 def remove_stale_workdirs() -> None:

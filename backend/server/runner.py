@@ -90,6 +90,7 @@ class UvicornHandle:
             app, log_level="warning", access_log=False, timeout_graceful_shutdown=5
         )
         self.server = uvicorn.Server(config)
+        app.state.uvicorn = self.server  # endless streams end when it is told to exit
         if self._settings.port_file:
             path = Path(self._settings.port_file)
             tmp = path.with_suffix(path.suffix + ".tmp")

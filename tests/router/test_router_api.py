@@ -4,6 +4,7 @@ model-management routes, labelled stats and metrics."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -150,7 +151,11 @@ def test_killing_one_model_leaves_the_other_streaming(
     assert "alpha" in errors and "stopped while answering" in str(errors["alpha"])
     assert "beta" not in errors and finish.get("beta") == "length"
     assert after_kill["beta"] > 0
-    assert _models(router)["alpha"]["status"]["value"] == "failed"
+    assert _models(router)["alpha"]["status"] == {
+        "value": "unloaded",
+        "failed": True,
+        "error": router.pool.entry("alpha").error,
+    }
     # the next request loads alpha again
     answer = client.chat.completions.create(model="alpha", messages=MESSAGES, max_tokens=4)
     assert answer.model == "alpha" and router.pool.entry("alpha").loads == 2
@@ -292,7 +297,11 @@ def test_a_model_that_does_not_fit_is_a_503_saying_needed_and_free(
     assert "it needs" in error.message and "of the 64.0 MiB memory budget is free" in error.message
     assert error.response.headers["retry-after"] == "5"
     assert router.pool.entry("alpha").loads == 0
-    assert _models(router)["alpha"]["status"]["value"] == "failed"
+    assert _models(router)["alpha"]["status"] == {
+        "value": "unloaded",
+        "failed": True,
+        "error": router.pool.entry("alpha").error,
+    }
     r = httpx.get(f"{router.base_url}/health", params={"model": "nope"})
     assert r.status_code == 404 and r.json()["error"]["code"] == "model_not_found"
 
@@ -368,3 +377,38 @@ def test_the_router_serves_its_openapi_with_the_routes_it_forwards(
         r = httpx.get(f"{router.base_url}{page}", timeout=30)
         assert r.status_code == 200 and "openapi.json" in r.text
     assert httpx.get(f"{router.base_url}/v1/models", timeout=30).json()["data"]
+
+
+def test_model_events_stream_as_llama_servers_router_sends_them(
+    start_router: Callable[..., RouterHandle],
+) -> None:
+    """GET /models/sse: each state change of a model as a ``data:`` line in llama-server's
+    shape; the stream ends when the router stops."""
+    router = start_router(models_autoload=False)
+    events: list[dict[str, Any]] = []
+    listening = threading.Event()
+
+    def listen() -> None:
+        with httpx.stream("GET", f"{router.base_url}/models/sse", timeout=60) as r:
+            assert r.headers["content-type"].startswith("text/event-stream")
+            listening.set()
+            for line in r.iter_lines():
+                if line.startswith("data: "):
+                    events.append(json.loads(line.removeprefix("data: ")))
+
+    reader = threading.Thread(target=listen, daemon=True)
+    reader.start()
+    assert listening.wait(30)
+    for action in ("load", "unload"):
+        r = httpx.post(f"{router.base_url}/models/{action}", json={"model": "alpha"}, timeout=120)
+        assert r.status_code == 200, r.text
+    deadline = time.monotonic() + 30
+    while len(events) < 3 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert events == [
+        {"model": "alpha", "event": "model_status", "data": {"status": s}}
+        for s in ("loading", "loaded", "unloaded")
+    ]
+    router.stop()
+    reader.join(timeout=15)
+    assert not reader.is_alive()

@@ -91,4 +91,6 @@ def test_a_failed_load_is_an_openai_503_for_every_waiter(
     assert router.pool.entry("broken").loads == 1 + len(OPENAI_PATHS)
     cards = httpx.get(f"{router.base_url}/v1/models", timeout=30).json()["data"]
     card = next(c for c in cards if c["id"] == "broken")
-    assert card["status"]["value"] == "failed" and "failed to load" in card["status"]["error"]
+    # llama-server's router says a failed model is unloaded, and failed
+    assert card["status"]["value"] == "unloaded" and card["status"]["failed"] is True
+    assert "failed to load" in card["status"]["error"]

@@ -4,13 +4,16 @@ POST /models/unload, as llama-server's router answers them."""
 from __future__ import annotations
 
 import asyncio
+import json
 import time
+from collections.abc import AsyncIterator
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request
+from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field
 
-from backend.router.model_pool import ModelPool, PoolEntry
+from backend.router.model_pool import ModelPool, PoolEntry, llama_status
 from backend.server.auth import require_api_key, shows_local_paths
 
 router = APIRouter(dependencies=[Depends(require_api_key)])
@@ -34,10 +37,8 @@ def pool_of(request: Request) -> ModelPool:
 
 
 def model_card(entry: PoolEntry, request: Request) -> dict[str, Any]:
-    status: dict[str, Any] = {"value": entry.state}
-    if entry.state == "failed":
-        status["failed"] = True
-        status["error"] = entry.error
+    said = llama_status(entry)
+    status: dict[str, Any] = {"value": said.pop("status"), **said}
     card: dict[str, Any] = {
         "id": entry.model_id,
         "object": "model",
@@ -66,6 +67,37 @@ async def list_models(request: Request) -> dict[str, Any]:
     pool = pool_of(request)
     await asyncio.to_thread(pool.catalog.refresh)  # reads every GGUF header: off the loop
     return {"object": "list", "data": [model_card(e, request) for e in pool.entries()]}
+
+
+@router.get("/models/sse")
+async def model_events(request: Request) -> StreamingResponse:
+    """llama-server's router events: ``data: {"model", "event", "data"}`` as each model's
+    state changes (``model_status``: loading, loaded, unloaded; a failure is unloaded with
+    ``failed``), until the client leaves or the router stops."""
+    pool = pool_of(request)
+
+    async def stream() -> AsyncIterator[bytes]:
+        with pool.events.subscribe() as queue:
+            yield b": model events\n\n"  # headers out now: the client knows it is listening
+            while not _stopping(request):
+                try:
+                    item = await asyncio.wait_for(queue.get(), timeout=1.0)
+                except TimeoutError:
+                    if await request.is_disconnected():
+                        return
+                    continue
+                if item is None:
+                    return
+                yield f"data: {json.dumps(item)}\n\n".encode()
+
+    return StreamingResponse(
+        stream(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"}
+    )
+
+
+def _stopping(request: Request) -> bool:
+    server = getattr(request.app.state, "uvicorn", None)
+    return bool(getattr(server, "should_exit", False))
 
 
 @router.get("/v1/models/{model_id:path}")
