@@ -39,7 +39,7 @@ import numpy as np
 from backend.engine.kv_cache import KvAccounting
 from backend.engine.media.media_span import whole_media_prefix
 from backend.engine.sequence import CacheEntry, Sequence, common_prefix
-from backend.engine.session_cache import Match, SessionStore
+from backend.engine.session_cache import Match, SessionEntry, SessionStore
 
 # Wait for a running prefill rather than recompute, when it would save this many tokens.
 MIN_SHARED_PREFIX = 32
@@ -372,3 +372,27 @@ class PerSlotAdmission(AdmissionPolicy):
 
     def _trim_cache(self, newest: int) -> None:
         """The idle slots are the cache: no count limit."""
+
+    # ---- slot actions (POST /slots/{id}, between steps, on an idle slot) ------------------
+    def erase_slot(self, slot: int) -> int:
+        """Empty ``slot``: its KV and its cache entry go, unsaved. The tokens it held."""
+        entry = self.cache.pop(slot, None)
+        if slot not in self.free_ids:
+            self.release(slot)
+        return len(entry.tokens) if entry is not None else 0
+
+    def restore_slot(self, slot: int, entry: SessionEntry) -> bool:
+        """``slot`` holds ``entry``'s tokens and KV as its cache entry, the most recently
+        used; what it cached before is saved first, as when a request takes the slot. False
+        when llama.cpp could not load the state: the slot is then empty."""
+        self._save_cached(slot)
+        self.erase_slot(slot)
+        if not len(entry.tokens):
+            return True
+        self._claim(slot)
+        self.kv.bind(slot, [])
+        if not self.kv.restore_seq(slot, entry.state, len(entry.tokens)):
+            self.free_ids.append(slot)
+            return False
+        self.cache[slot] = CacheEntry(slot, np.array(entry.tokens, dtype=np.int32))
+        return True

@@ -34,6 +34,7 @@ from backend.engine.request_types import (
 from backend.engine.sampler_chain import SamplerChain
 from backend.engine.scheduler import Scheduler
 from backend.engine.sequence import Sequence
+from backend.engine.slot_files import SlotFiles
 from backend.engine.speculative.speculator import Speculator
 from backend.engine.stats_model import ModelStats, StatsSnapshot
 from backend.engine.stop_detector import StopDetector
@@ -314,6 +315,11 @@ class Engine:
 
     def cancel(self, request_id: int) -> None:
         self.scheduler.cancel(request_id)
+
+    @cached_property
+    def slot_files(self) -> SlotFiles:
+        """llama-server's slot save, restore and erase (``POST /slots/{id}``)."""
+        return SlotFiles(self.scheduler)
 
     # ---- stats -----------------------------------------------------------------
     def stats(self) -> StatsSnapshot:

@@ -97,6 +97,10 @@ class KvAccounting:
         place its cells (see :meth:`KvCache.bind`). Cells are counted by index: nothing
         to do here."""
 
+    def positions_differ(self, seq_id: int) -> bool:
+        """``seq_id``'s positions are not its cell indices (an image placed with M-RoPE)."""
+        return False
+
     def save_seq(self, seq_id: int) -> np.ndarray | None:
         """The state of ``seq_id``'s cells, to be put back by :meth:`restore_seq`; None when
         it cannot be read. Without a model there is nothing to copy: one byte per cell
@@ -162,6 +166,9 @@ class KvCache(KvAccounting):
             self._spans[seq_id] = spans
         else:
             self._spans.pop(seq_id, None)
+
+    def positions_differ(self, seq_id: int) -> bool:
+        return bool(self._spans.get(seq_id))
 
     def _pos(self, seq_id: int, n: int) -> int:
         spans = self._spans.get(seq_id)

@@ -1,28 +1,42 @@
-"""What other threads hand the scheduler: new requests and cancellations, and the count
-of requests waiting or running that bounds the queue."""
+"""What other threads hand the scheduler: new requests, cancellations and work on the KV
+between steps (a slot's save, restore or erase), and the count of requests waiting or
+running that bounds the queue."""
 
 from __future__ import annotations
 
 import queue
 import threading
+from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass, field
+from typing import Any
 
 from backend.engine.errors import QueueFullError
 from backend.engine.sequence import Sequence
 
 
+@dataclass(eq=False)
+class ControlTask:
+    """Work that touches the KV outside a request: run on the scheduler thread between two
+    steps, its result or exception set on ``future``."""
+
+    run: Callable[[], Any]
+    future: Future[Any]
+
+
 @dataclass
 class Arrived:
-    """What one drain of the inbox took: new sequences and request ids to cancel, in order
-    of arrival within each."""
+    """What one drain of the inbox took: new sequences, request ids to cancel and control
+    tasks, in order of arrival within each."""
 
     submitted: list[Sequence] = field(default_factory=list)
     cancelled: list[int] = field(default_factory=list)
+    controls: list[ControlTask] = field(default_factory=list)
 
 
 class RequestInbox:
-    """Thread-safe: ``submit``, ``cancel`` and ``wake`` from any thread, the rest from the
-    scheduler's."""
+    """Thread-safe: ``submit``, ``cancel``, ``control`` and ``wake`` from any thread, the rest
+    from the scheduler's."""
 
     def __init__(self, *, parallel: int, max_queue: int) -> None:
         self.parallel = parallel
@@ -45,6 +59,10 @@ class RequestInbox:
     def cancel(self, request_id: int) -> None:
         self._queue.put(("cancel", request_id))
 
+    def control(self, task: ControlTask) -> None:
+        """Queue ``task`` (not counted against the queue bound)."""
+        self._queue.put(("control", task))
+
     def wake(self) -> None:
         """Wake a blocked :meth:`drain` (the scheduler is stopping)."""
         self._queue.put(("wake", None))
@@ -64,6 +82,9 @@ class RequestInbox:
             elif kind == "cancel":
                 assert isinstance(payload, int)
                 arrived.cancelled.append(payload)
+            elif kind == "control":
+                assert isinstance(payload, ControlTask)
+                arrived.controls.append(payload)
             try:
                 item = self._queue.get_nowait()
             except queue.Empty:

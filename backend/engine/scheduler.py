@@ -25,7 +25,10 @@ import logging
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass
+from typing import TypeVar
 
 import llama_cpp
 
@@ -40,7 +43,7 @@ from backend.engine.media.embd_batch import EmbdBatch
 from backend.engine.media.media_span import MediaSpan, position_at, span_at, whole_media_prefix
 from backend.engine.model_runtime import ModelRuntime
 from backend.engine.outbox import Outbox
-from backend.engine.request_inbox import RequestInbox
+from backend.engine.request_inbox import ControlTask, RequestInbox
 from backend.engine.request_types import (
     EngineEvent,
     ErrorEvent,
@@ -59,6 +62,8 @@ log = logging.getLogger(__name__)
 
 # Before admitting new prompts, wait at most this long for requests still being prepared.
 ARRIVAL_WINDOW_S = 0.02
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -149,6 +154,16 @@ class Scheduler:
     def cancel(self, request_id: int) -> None:
         self._inbox.cancel(request_id)
 
+    def between_steps(self, work: Callable[[], T]) -> Future[T]:
+        """Run ``work`` on the scheduler thread between two steps (before the next
+        admission), where it may read and change the KV; its result or exception comes in
+        the future. EngineStoppedError at once when the engine is stopping."""
+        if self._stop.is_set() or self.failure:
+            raise EngineStoppedError(self.failure or "the engine is shutting down")
+        future: Future[T] = Future()
+        self._inbox.control(ControlTask(work, future))
+        return future
+
     def stop(self) -> None:
         self._stop.set()
         self._inbox.wake()
@@ -238,6 +253,8 @@ class Scheduler:
                     self._emit_error(seq, "the server is shutting down")
             self._running.clear()
             self._waiting.clear()
+            for task in self._inbox.drain(block=False).controls:  # never leave them waiting
+                task.future.set_exception(EngineStoppedError(self.failure or "shutting down"))
             self._deliver()
 
     def _collect(self, *, block: bool) -> None:
@@ -263,7 +280,19 @@ class Scheduler:
             self.stats.prompt_total += seq.n_prompt
         for request_id in arrived.cancelled:
             self._cancel(request_id)
+        for task in arrived.controls:
+            self._run_control(task)
         return len(arrived.submitted)
+
+    def _run_control(self, task: ControlTask) -> None:
+        if not task.future.set_running_or_notify_cancel():
+            return  # its caller gave up
+        try:
+            result = task.run()
+        except Exception as exc:  # the caller's to answer; the loop goes on
+            task.future.set_exception(exc)
+        else:
+            task.future.set_result(result)
 
     def _cancel(self, request_id: int) -> None:
         for seq in list(self._waiting):

@@ -11,7 +11,9 @@ The header repeats the full key and gives the token count, the state's size and 
 of tokens and state. At start the headers and token lists are read into an in-memory index
 (a few KB per entry); a prompt is matched against it, and only a match reads the state.
 A stale (other key), truncated or corrupt entry is skipped with one log line and deleted,
-never loaded.
+never loaded. :func:`write_entry_file` and :func:`read_entry_file` are the format alone, for
+one file at a path of the caller's (``POST /slots/{id}?action=save|restore`` writes a slot's
+KV in it, and reads it back with the same checks).
 
 Writes run on a writer thread of their own, never on the scheduler thread: each goes to a
 temporary file, then an atomic rename. Any ``OSError`` (a full disk, a read-only folder)
@@ -100,6 +102,75 @@ def _read_header(f: Any, size: int) -> tuple[dict[str, Any], int]:
     return header, start
 
 
+STALE = "stale: saved by another model, build or KV setting"
+
+
+@dataclass(frozen=True)
+class EncodedEntry:
+    """An entry laid out for its file: the header, the tokens and the state."""
+
+    header: bytes
+    tokens: bytes
+    state: memoryview
+    digest: str
+
+    @property
+    def size(self) -> int:
+        return PREFIX.size + len(self.header) + len(self.tokens) + self.state.nbytes
+
+
+def encode_entry(key: dict[str, Any], entry: SessionEntry) -> EncodedEntry:
+    tokens = entry.tokens.astype("<i4").tobytes()
+    state = memoryview(np.ascontiguousarray(entry.state).data).cast("B")
+    digest = _digest(tokens, state)
+    header = json.dumps(
+        {
+            "key": key,
+            "n_tokens": len(entry.tokens),
+            "state_bytes": state.nbytes,
+            "sha256": digest,
+            "created": time.time(),
+        },
+        sort_keys=True,
+    ).encode()
+    return EncodedEntry(header, tokens, state, digest)
+
+
+def write_entry_file(path: Path, encoded: EncodedEntry) -> None:
+    """Write ``encoded`` at ``path``: a temporary file beside it, then an atomic rename
+    (a reader never sees half a file). Raises OSError."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        with tmp.open("wb") as f:
+            f.write(PREFIX.pack(MAGIC, len(encoded.header)))
+            f.write(encoded.header)
+            f.write(encoded.tokens)
+            f.write(encoded.state)
+        os.replace(tmp, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+
+
+def read_entry_file(path: Path, key: dict[str, Any]) -> SessionEntry:
+    """The entry at ``path`` with its state, checked: the magic, the size the header gives,
+    ``key`` and the checksum. Raises CorruptEntry (not such an entry, or not for ``key``)
+    or OSError."""
+    size = path.stat().st_size
+    with path.open("rb") as f:
+        header, _ = _read_header(f, size)
+        if header.get("key") != key:
+            raise CorruptEntry(STALE)
+        data = f.read()
+    n = int(header["n_tokens"])
+    tokens_raw, state = data[: 4 * n], memoryview(data)[4 * n :]
+    if _digest(tokens_raw, state) != header.get("sha256"):
+        raise CorruptEntry("checksum mismatch")
+    tokens = np.frombuffer(tokens_raw, dtype="<i4").astype(np.int32)
+    return SessionEntry(tokens, np.frombuffer(state, dtype=np.uint8), on_disk=True)
+
+
 class DiskStore:
     """Session entries on disk for one key, and their writer thread."""
 
@@ -153,7 +224,7 @@ class DiskStore:
         with path.open("rb") as f:
             header, _ = _read_header(f, size)
             if header.get("key") != self.key:
-                raise CorruptEntry("stale: saved by another model, build or KV setting")
+                raise CorruptEntry(STALE)
             n = int(header["n_tokens"])
             raw = f.read(4 * n)
         tokens = np.frombuffer(raw, dtype="<i4").astype(np.int32)
@@ -189,16 +260,7 @@ class DiskStore:
         assert isinstance(record, DiskRecord)
         path = record.path
         try:
-            size = path.stat().st_size
-            with path.open("rb") as f:
-                header, _ = _read_header(f, size)
-                if header.get("key") != self.key:
-                    raise CorruptEntry("stale: saved by another model, build or KV setting")
-                data = f.read()
-            n = int(header["n_tokens"])
-            tokens_raw, state = data[: 4 * n], memoryview(data)[4 * n :]
-            if _digest(tokens_raw, state) != header.get("sha256"):
-                raise CorruptEntry("checksum mismatch")
+            loaded = read_entry_file(path, self.key)
             os.utime(path)  # recently used: the budget evicts it last
         except CorruptEntry as exc:
             self._forget(record)
@@ -208,12 +270,11 @@ class DiskStore:
             self._forget(record)
             log.warning("skipping saved session %s: %s", path.name, exc)
             return None
-        tokens = np.frombuffer(tokens_raw, dtype="<i4").astype(np.int32)
-        if not np.array_equal(tokens, record.tokens):
+        if not np.array_equal(loaded.tokens, record.tokens):
             self._forget(record)
             self._discard(path, "its tokens changed since it was indexed")
             return None
-        return SessionEntry(tokens, np.frombuffer(state, dtype=np.uint8), on_disk=True)
+        return loaded
 
     def _forget(self, record: DiskRecord) -> None:
         with self._lock:
@@ -267,34 +328,10 @@ class DiskStore:
                         self._drained.notify_all()
 
     def _write(self, entry: SessionEntry) -> None:
-        tokens = entry.tokens.astype("<i4").tobytes()
-        state = memoryview(np.ascontiguousarray(entry.state).data).cast("B")
-        digest = _digest(tokens, state)
-        header = json.dumps(
-            {
-                "key": self.key,
-                "n_tokens": len(entry.tokens),
-                "state_bytes": state.nbytes,
-                "sha256": digest,
-                "created": time.time(),
-            },
-            sort_keys=True,
-        ).encode()
-        name = f"{time.time_ns()}-{digest[:12]}"
-        tmp = self.dir / f".{name}.tmp"
-        path = self.dir / f"{name}{SUFFIX}"
-        try:
-            with tmp.open("wb") as f:
-                f.write(PREFIX.pack(MAGIC, len(header)))
-                f.write(header)
-                f.write(tokens)
-                f.write(state)
-            os.replace(tmp, path)
-        except OSError:
-            with contextlib.suppress(OSError):
-                tmp.unlink()
-            raise
-        size = PREFIX.size + len(header) + len(tokens) + state.nbytes
+        encoded = encode_entry(self.key, entry)
+        path = self.dir / f"{time.time_ns()}-{encoded.digest[:12]}{SUFFIX}"
+        write_entry_file(path, encoded)
+        size = encoded.size
         record = DiskRecord(path, np.array(entry.tokens, dtype=np.int32), size)
         with self._lock:
             # entries the new one extends are the same session, earlier: drop them

@@ -16,7 +16,7 @@ from backend.settings.paths import subdir
 log = logging.getLogger(__name__)
 
 
-def _cannot_cut(runtime: ModelRuntime) -> bool:
+def cannot_cut(runtime: ModelRuntime) -> bool:
     """Recurrent and hybrid models keep a state that cannot be cut back to a prefix."""
     model = runtime.model
     return bool(llama_cpp.llama_model_is_recurrent(model)) or bool(
@@ -28,7 +28,7 @@ def session_store_for(runtime: ModelRuntime, kv: StateIo) -> SessionStore | None
     """The store ``runtime``'s settings ask for, or None when both tiers are off (or the
     model cannot use one)."""
     s = runtime.settings
-    if not runtime.can_generate or _cannot_cut(runtime):
+    if not runtime.can_generate or cannot_cut(runtime):
         return None
     ram_mib = session_ram_mib(s.cache_ram)
     disk_mib = s.cache_disk

@@ -689,11 +689,14 @@ LLAMA_SERVER_FLAGS: tuple[LlamaServerFlag, ...] = (
         ),
         _always(("--metrics",), "/metrics (Prometheus) is served, behind --api-key"),
         _no(("--props",), "POST /props is not implemented; GET /props is always served"),
-        _always(("--slots",), "GET /slots is served (read-only, behind --api-key)"),
-        _no(("--no-slots",), "GET /slots is always served here (read-only, behind --api-key)"),
-        _no(
+        _always(("--slots",), "GET /slots is served (behind --api-key)"),
+        _no(("--no-slots",), "GET /slots is always served here (behind --api-key)"),
+        _ok(
             ("--slot-save-path",),
-            "slots are not saved to files on request; --cache-disk keeps cold sessions on disk",
+            "folder for POST /slots/{id}?action=save|restore; files are QuantDesk's session "
+            "format (keyed by model, build and KV settings), not llama-server's; refused with "
+            "--kv-unified, for a slot that is processing (llama-server waits) and for "
+            "sliding-window, recurrent and hybrid models",
         ),
         _ok(
             ("--media-path",),

@@ -139,6 +139,13 @@ class ServerSettings(BaseSettings, ListenSettings):
         "would share a cached prompt prefix)",
         json_schema_extra={"flags": ["--keep-billing-header"]},
     )
+    slot_save_path: str | None = Field(
+        default=None,
+        description="Folder for POST /slots/{id}?action=save|restore: a slot's tokens and KV "
+        "are written to and read from files there, named by the request (plain names, no "
+        "folders); without it slot actions are refused, as llama-server does",
+        json_schema_extra={"flags": ["--slot-save-path"]},
+    )
     port_file: str | None = Field(
         default=None,
         description="Write the bound port to this file once listening (for supervisors)",

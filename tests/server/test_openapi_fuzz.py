@@ -63,6 +63,8 @@ MUST_REACH = {
     "POST /v1/messages/count_tokens": {"2xx", "4xx"},
 }
 FIRST_RANDOM_CASE: dict[str, float] = {}  # operation -> time.monotonic() of its first
+# llama-server's deliberate 501 (with the error shape): slot actions without --slot-save-path
+NOT_IMPLEMENTED = {"/slots/{id_slot}"}
 
 
 def app_schema() -> dict[str, Any]:
@@ -118,8 +120,11 @@ HYPOTHESIS = settings(
 
 def check_response(case: schemathesis.Case, response: Any) -> None:
     request = f"{case.method} {case.formatted_path} body={case.body!r}"
-    assert response.status_code < 500, f"{response.status_code} for {request}: {response.text}"
-    if 400 <= response.status_code < 500:
+    not_implemented = response.status_code == 501 and case.path in NOT_IMPLEMENTED
+    assert response.status_code < 500 or not_implemented, (
+        f"{response.status_code} for {request}: {response.text}"
+    )
+    if 400 <= response.status_code < 500 or not_implemented:
         body = response.json()
         if case.path.startswith(ANTHROPIC_PATHS):
             assert isinstance(body, dict) and set(body) == {"type", "error"}, request

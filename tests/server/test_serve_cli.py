@@ -172,6 +172,7 @@ def test_generated_command_line_parses_back_to_the_same_settings(
         reasoning_format="none",
         keep_billing_header=True,
         port_file="/tmp/port",
+        slot_save_path="/slots",
         ollama_port=11434,
     )
     # every flag is exercised: no field keeps its default
