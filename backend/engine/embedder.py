@@ -8,10 +8,13 @@ scheduler's context or KV cache. Calls block: run them off the event loop.
 :class:`PooledContext` is that machinery; the reranker (``reranker.py``) runs on it too,
 with rank pooling.
 
-Pooling: the model's own pooling type when its GGUF declares one (embedding models
-such as BGE or nomic-embed do), else mean pooling over the tokens. Vectors are
-L2-normalised, as OpenAI's are. A reranker (rank pooling declared, or an encoder with a
-one-output classification head and no pooling declared) does not embed.
+Pooling: ``--pooling`` when serve was given it, else the model's own pooling type when
+its GGUF declares one (embedding models such as BGE or nomic-embed do), else mean pooling
+over the tokens. Pooled vectors are L2-normalised by default, as OpenAI's are (llama-server's
+``embd_normalize`` chooses another norm). With pooling none (``--pooling none``, or a GGUF
+that declares it) each token gets its vector, as llama.cpp computes it, not normalised. A
+reranker (rank pooling declared or asked for, or an encoder with a one-output
+classification head and no pooling declared) does not embed.
 """
 
 from __future__ import annotations
@@ -35,6 +38,17 @@ log = logging.getLogger(__name__)
 MAX_EMBED_CTX = 2048
 # Sequences packed into one llama_decode.
 MAX_SEQS_PER_DECODE = 16
+# ``--pooling``'s names (llama-server's) and llama.cpp's pooling types
+POOLING_TYPES = {
+    "none": llama_cpp.LLAMA_POOLING_TYPE_NONE,
+    "mean": llama_cpp.LLAMA_POOLING_TYPE_MEAN,
+    "cls": llama_cpp.LLAMA_POOLING_TYPE_CLS,
+    "last": llama_cpp.LLAMA_POOLING_TYPE_LAST,
+    "rank": llama_cpp.LLAMA_POOLING_TYPE_RANK,
+}
+# llama-server's embd_normalize: -1 none, 0 max absolute (int16 range), 1 taxicab,
+# 2 Euclidean (its default and ours), p > 2 the p-norm
+EUCLIDEAN = 2
 # The classification head llama.cpp's rank pooling runs on the first token: an optional
 # dense layer (``cls``, then tanh) and an output projection (``cls.output``), as the
 # converter writes them for *ForSequenceClassification models (bge-reranker, jina-reranker).
@@ -91,7 +105,8 @@ def is_implicit_reranker(runtime: ModelRuntime) -> bool:
 
 
 def choose_pooling(runtime: ModelRuntime) -> int:
-    """The pooling type for the embedding context; raises if the model can't embed."""
+    """The pooling type for the embedding context: ``--pooling``, else the GGUF's, else
+    mean (llama-server: none); raises if the model can't embed."""
     info = runtime.info
     model = runtime.model
     if llama_cpp.llama_model_has_encoder(model) and llama_cpp.llama_model_has_decoder(model):
@@ -100,19 +115,44 @@ def choose_pooling(runtime: ModelRuntime) -> int:
             "embeddings need a decoder-only or encoder-only model",
             param="model",
         )
-    pooling = declared_pooling(runtime)
+    asked = runtime.settings.pooling
+    pooling = POOLING_TYPES[asked] if asked is not None else declared_pooling(runtime)
     if pooling == llama_cpp.LLAMA_POOLING_TYPE_RANK or (
         pooling is None and is_implicit_reranker(runtime)
     ):
-        why = "rank pooling" if pooling is not None else "a classification head with one output"
+        if asked is not None:
+            why = "served with --pooling rank"
+        elif pooling is not None:
+            why = "rank pooling"
+        else:
+            why = "a classification head with one output"
         raise EmbeddingUnsupportedError(
             f"the model '{info.path.name}' is a reranker ({why}): it scores query/document "
             "pairs on /v1/rerank and does not produce embeddings",
             param="model",
         )
-    if pooling is None or pooling == llama_cpp.LLAMA_POOLING_TYPE_NONE:
+    if pooling is None:
         return int(llama_cpp.LLAMA_POOLING_TYPE_MEAN)
     return pooling
+
+
+def normalized(rows: np.ndarray, norm: int = EUCLIDEAN) -> np.ndarray:
+    """``rows`` (float32, one vector per row) scaled as llama.cpp's ``common_embd_normalize``
+    scales each: ``norm`` -1 not at all, 0 to an int16 range by the largest magnitude,
+    p >= 1 to unit p-norm. A zero row stays zero."""
+    if norm == -1:
+        return rows
+    magnitude = np.abs(rows.astype(np.float64))
+    largest = magnitude.max(axis=1, keepdims=True)
+    if norm == 0:
+        scale = largest / 32760.0
+    elif norm == EUCLIDEAN:
+        scale = np.sqrt((magnitude * magnitude).sum(axis=1, keepdims=True))
+    else:  # the p-norm, computed relative to the largest magnitude so that no power overflows
+        safe = np.where(largest > 0, largest, 1.0)
+        scale = safe * ((magnitude / safe) ** norm).sum(axis=1, keepdims=True) ** (1.0 / norm)
+    factor = np.divide(1.0, scale, out=np.zeros_like(scale), where=scale > 0)
+    return (rows * factor).astype(np.float32)
 
 
 class PooledContext:
@@ -131,12 +171,26 @@ class PooledContext:
         self._ctx: llama_cpp.llama_context_p | None = None
         self._batch: llama_cpp.llama_batch | None = None
         self._failure: InvalidRequestError | None = None
+        self._pooling: int | None = None
         self._closed = False
 
     def choose_pooling(self) -> int:
         """The context's pooling type; raises an InvalidRequestError for a model it
         cannot serve (remembered: the next call raises it again)."""
         raise NotImplementedError
+
+    def chosen_pooling(self) -> int:
+        """:meth:`choose_pooling`'s answer, asked once: the model and the settings do not
+        change (a refusal is remembered too)."""
+        if self._failure is not None:
+            raise self._failure
+        if self._pooling is None:
+            try:
+                self._pooling = self.choose_pooling()
+            except InvalidRequestError as exc:
+                self._failure = exc
+                raise
+        return self._pooling
 
     # ---- lifecycle ---------------------------------------------------------------
     def _ensure_context(self) -> llama_cpp.llama_context_p:
@@ -146,11 +200,7 @@ class PooledContext:
             raise self._failure
         if self._ctx is not None:
             return self._ctx
-        try:
-            pooling = self.choose_pooling()
-        except InvalidRequestError as exc:
-            self._failure = exc
-            raise
+        pooling = self.chosen_pooling()
         settings = self.runtime.settings
         params = llama_cpp.llama_context_default_params()
         params.embeddings = True
@@ -211,7 +261,18 @@ class PooledContext:
         :class:`EmbeddingCancelledError` is raised and the context is free for the next
         caller.
         """
-        out = np.empty((len(inputs), self.n_out), dtype=np.float32)
+        rows = self.run_rows(inputs, should_stop)
+        if any(len(r) != 1 for r in rows):
+            raise EngineError(f"the {self.kind} context pools none: it gives a row per token")
+        return np.concatenate(rows) if rows else np.empty((0, self.n_out), dtype=np.float32)
+
+    def run_rows(
+        self, inputs: list[list[int]], should_stop: Callable[[], bool] | None = None
+    ) -> list[np.ndarray]:
+        """Each input's rows of ``n_out`` floats: its pooled row, shape ``(1, n_out)``, or,
+        when the context pools none, a row per token, shape ``(len(input), n_out)``.
+        Inputs and ``should_stop`` as for :meth:`run`."""
+        out: list[np.ndarray] = []
         with self._lock:
             ctx = self._ensure_context()
             start = 0
@@ -228,11 +289,13 @@ class PooledContext:
                 ):
                     used += len(inputs[end])
                     end += 1
-                out[start:end] = self._decode_group(ctx, inputs[start:end])
+                out += self._decode_group(ctx, inputs[start:end])
                 start = end
         return out
 
-    def _decode_group(self, ctx: llama_cpp.llama_context_p, group: list[list[int]]) -> np.ndarray:
+    def _decode_group(
+        self, ctx: llama_cpp.llama_context_p, group: list[list[int]]
+    ) -> list[np.ndarray]:
         batch = self._batch
         assert batch is not None
         i = 0
@@ -250,18 +313,43 @@ class PooledContext:
             rc = llama_cpp.llama_decode(ctx, batch)
             if rc != 0:
                 raise EngineError(f"llama_decode failed in the {self.kind} context (code {rc})")
-            rows = np.empty((len(group), self.n_out), dtype=np.float32)
+            if llama_cpp.llama_pooling_type(ctx) == llama_cpp.LLAMA_POOLING_TYPE_NONE:
+                return self._token_rows(ctx, group)
+            rows: list[np.ndarray] = []
             for sid in range(len(group)):
                 ptr = llama_cpp.llama_get_embeddings_seq(ctx, sid)
                 if not ptr:
                     raise EngineError(f"llama.cpp returned no pooled output for sequence {sid}")
-                rows[sid] = np.ctypeslib.as_array(
-                    ctypes.cast(ptr, ctypes.POINTER(ctypes.c_float)), shape=(self.n_out,)
-                )
+                rows.append(self._floats(ptr, 1))
             return rows
         finally:
             if memory:
                 llama_cpp.llama_memory_clear(memory, True)
+
+    def _token_rows(
+        self, ctx: llama_cpp.llama_context_p, group: list[list[int]]
+    ) -> list[np.ndarray]:
+        """Each sequence's per-token rows, read by batch position (llama.cpp maps a batch
+        position to its output row)."""
+        rows: list[np.ndarray] = []
+        i = 0
+        for tokens in group:
+            seq = np.empty((len(tokens), self.n_out), dtype=np.float32)
+            for j in range(len(tokens)):
+                ptr = llama_cpp.llama_get_embeddings_ith(ctx, i)
+                if not ptr:
+                    raise EngineError(f"llama.cpp returned no output for batch position {i}")
+                seq[j] = self._floats(ptr, 1)[0]
+                i += 1
+            rows.append(seq)
+        return rows
+
+    def _floats(self, ptr: ctypes.Array[ctypes.c_float], n_rows: int) -> np.ndarray:
+        """A copy of ``n_rows`` rows of ``n_out`` floats at ``ptr``, shape ``(n_rows, n_out)``."""
+        view = np.ctypeslib.as_array(
+            ctypes.cast(ptr, ctypes.POINTER(ctypes.c_float)), shape=(n_rows, self.n_out)
+        )
+        return view.copy()
 
 
 class Embedder(PooledContext):
@@ -285,22 +373,47 @@ class Embedder(PooledContext):
                 raise InvalidRequestError(f"input[{i}] is empty", param="input")
             if len(tokens) > self.n_ctx:
                 raise EmbeddingInputTooLongError(
-                    f"input[{i}] has {len(tokens)} tokens but the embedding context "
-                    f"holds {self.n_ctx}; shorten it or split it",
+                    f"input[{i}] is too large: it has {len(tokens)} tokens but the embedding "
+                    f"context holds {self.n_ctx}; shorten it or split it",
                     param="input",
                 )
 
+    @property
+    def pools_none(self) -> bool:
+        """Whether this model embeds per token (pooling none); raises as
+        :func:`choose_pooling` does for a model that cannot embed."""
+        return self.chosen_pooling() == llama_cpp.LLAMA_POOLING_TYPE_NONE
+
     def embed(
-        self, inputs: list[list[int]], should_stop: Callable[[], bool] | None = None
+        self,
+        inputs: list[list[int]],
+        should_stop: Callable[[], bool] | None = None,
+        *,
+        norm: int = EUCLIDEAN,
     ) -> np.ndarray:
-        """One L2-normalised float32 row per input, shape ``(len(inputs), n_embd)``.
+        """One float32 row per input, shape ``(len(inputs), n_embd)``, scaled by ``norm``
+        (:func:`normalized`; by default to unit length).
 
         ``should_stop`` is asked before each decode (up to MAX_SEQS_PER_DECODE inputs):
         when it answers True, :class:`EmbeddingCancelledError` is raised and the context
         is free for the next caller.
         """
         self.check_lengths(inputs)
-        out = self.run(inputs, should_stop)
-        norms = np.linalg.norm(out, axis=1, keepdims=True)
-        np.divide(out, norms, out=out, where=norms > 0)
-        return out
+        return normalized(self.run(inputs, should_stop), norm)
+
+    def embed_tokens(
+        self,
+        inputs: list[list[int]],
+        should_stop: Callable[[], bool] | None = None,
+        *,
+        norm: int = EUCLIDEAN,
+    ) -> list[np.ndarray]:
+        """What llama-server's /embeddings gives each input: with pooling none, its tokens'
+        rows as llama.cpp computes them, shape ``(len(input), n_embd)``, not normalised
+        (``norm`` is ignored, as there); else its pooled row, shape ``(1, n_embd)``, scaled
+        by ``norm`` as :meth:`embed` scales it."""
+        self.check_lengths(inputs)
+        rows = self.run_rows(inputs, should_stop)
+        if self.pools_none:
+            return rows
+        return [normalized(r, norm) for r in rows]

@@ -18,6 +18,7 @@ from backend.settings.media_settings import MediaKnobs
 CacheType = Literal["f32", "f16", "bf16", "q8_0", "q5_1", "q5_0", "q4_1", "q4_0", "iq4_nl"]
 FlashAttn = Literal["auto", "on", "off"]
 SplitMode = Literal["none", "layer", "row"]
+Pooling = Literal["none", "mean", "cls", "last", "rank"]  # llama-server's --pooling names
 # llama-server's --spec-type names that QuantDesk implements
 SPEC_TYPES = ("none", "ngram-simple", "draft-simple")
 
@@ -371,6 +372,15 @@ class EngineSettings(BaseSettings, SpeculativeKnobs, ServingKnobs, MediaKnobs):
         ge=-1,
         description="Default sampling seed (-1 = random)",
         json_schema_extra={"flags": ["-s", "--seed"]},
+    )
+    pooling: Pooling | None = Field(
+        default=None,
+        description=(
+            "Pooling type for embeddings: none (a vector per token, served on /embeddings; "
+            "/v1/embeddings refuses it), mean, cls, last, or rank (the model then reranks "
+            "only); default: the type the GGUF declares, mean when it declares none"
+        ),
+        json_schema_extra={"flags": ["--pooling"]},
     )
 
     @field_validator("model_alias")

@@ -547,10 +547,12 @@ LLAMA_SERVER_FLAGS: tuple[LlamaServerFlag, ...] = (
             ("--spm-infill",),
             "the order of /infill's prefix, suffix and middle cannot be chosen here",
         ),
-        _no(
+        _ok(
             ("--pooling",),
-            "embeddings use the pooling type the GGUF declares (mean when it declares none); it "
-            "cannot be overridden",
+            "pooling type for embeddings: none gives a vector per token on /embeddings and "
+            "/v1/embeddings refuses it, as llama-server does; rank leaves the model reranking "
+            "only; default: the type the GGUF declares, mean when it declares none "
+            "(llama-server: none)",
         ),
         _ok(
             ("-np", "--parallel"),
@@ -607,7 +609,9 @@ LLAMA_SERVER_FLAGS: tuple[LlamaServerFlag, ...] = (
         ),
         _no(("--tags",), "model tags are not implemented"),
         _no(
-            ("--embd-normalize",), "embeddings are always L2-normalised (llama-server's default, 2)"
+            ("--embd-normalize",),
+            "embeddings are L2-normalised (llama-server's default, 2); a request's "
+            "embd_normalize chooses another norm for its vectors",
         ),
         _mapped(
             ("--host",),
