@@ -9,6 +9,16 @@ from pathlib import Path
 
 import pytest
 
+from tests.model_cache import (
+    CONVERTER_DISTS,
+    HF_DISTS,
+    KeyPart,
+    cached_build,
+    changes,
+    sources,
+    versions,
+)
+
 # No test may touch the internet: huggingface_hub honours these.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
@@ -55,28 +65,48 @@ def smollm2_path() -> Path:
     return default_model_path()
 
 
+@pytest.fixture(scope="session", autouse=True)
+def cached_models_untouched() -> Iterator[None]:
+    """The models tests/model_cache.py keeps are shared by every run: a test that writes
+    into one (instead of into a copy) fails the session here."""
+    yield
+    changed = changes()
+    assert not changed, "tests wrote into cached models (give them a copy):\n" + "\n".join(changed)
+
+
+def media_model_key(*modules: str) -> list[KeyPart]:
+    """What shapes a tiny multimodal model of benchmarks/: its builder's modules, the
+    packages that build the HF folder and llama.cpp's converter."""
+    files = sources(*modules, "benchmarks.tiny_vlm", "benchmarks.sp_tokenizer")
+    return [*files, versions(*HF_DISTS, *CONVERTER_DISTS)]
+
+
 @pytest.fixture(scope="session")
-def tiny_vlm(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+def tiny_vlm() -> tuple[Path, Path]:
     """The tiny vision-language model made here (benchmarks/tiny_vlm.py): model, mmproj."""
     from benchmarks.tiny_vlm import build_tiny_vlm
 
-    return build_tiny_vlm(tmp_path_factory.mktemp("tiny-vlm"))
+    return cached_build("tiny-vlm", media_model_key(), build_tiny_vlm)
 
 
 @pytest.fixture(scope="session")
-def tiny_qwen_vl(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+def tiny_qwen_vl() -> tuple[Path, Path]:
     """The tiny Qwen2-VL made here (benchmarks/tiny_qwen_vl.py: M-RoPE): model, mmproj."""
     from benchmarks.tiny_qwen_vl import build_tiny_qwen_vl
 
-    return build_tiny_qwen_vl(tmp_path_factory.mktemp("tiny-qwen-vl"))
+    return cached_build(
+        "tiny-qwen-vl", media_model_key("benchmarks.tiny_qwen_vl"), build_tiny_qwen_vl
+    )
 
 
 @pytest.fixture(scope="session")
-def tiny_audio_lm(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+def tiny_audio_lm() -> tuple[Path, Path]:
     """The tiny audio-language model made here (benchmarks/tiny_audio_lm.py): model, mmproj."""
     from benchmarks.tiny_audio_lm import build_tiny_audio_lm
 
-    return build_tiny_audio_lm(tmp_path_factory.mktemp("tiny-audio-lm"))
+    return cached_build(
+        "tiny-audio-lm", media_model_key("benchmarks.tiny_audio_lm"), build_tiny_audio_lm
+    )
 
 
 # Fixtures that load a model (for inference, conversion or quantisation) or start a server.

@@ -30,6 +30,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.model_cache import CONVERTER_DISTS, HF_DISTS, KeyPart, cached_build, sources, versions
+
 HIDDEN = 32  # the embedding dimension
 LAYERS = 2
 HEADS = 2
@@ -134,21 +136,29 @@ def reference_embedding(folder: Path, text: str) -> tuple[list[int], np.ndarray]
 
 
 @pytest.fixture(scope="session")
-def tiny_bert_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The tiny BERT as a Hugging Face folder (built once per session)."""
-    return build_tiny_bert(tmp_path_factory.mktemp("hf") / "tiny-bert")
+def tiny_bert_folder() -> Path:
+    """The tiny BERT as a Hugging Face folder (built once, kept by tests/model_cache.py)."""
+    key: list[KeyPart] = [Path(__file__), versions(*HF_DISTS)]
+    return cached_build("tiny-bert-hf", key, lambda out: build_tiny_bert(out / "tiny-bert"))
 
 
 @pytest.fixture(scope="session")
-def tiny_bert_gguf(tiny_bert_folder: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The tiny BERT as an F32 GGUF named ``tiny-bert.gguf`` (converted once per session)."""
+def tiny_bert_gguf(tiny_bert_folder: Path) -> Path:
+    """The tiny BERT as an F32 GGUF named ``tiny-bert.gguf`` (converted once)."""
+    return converted_f32("tiny-bert", tiny_bert_folder)
+
+
+def converted_f32(name: str, folder: Path) -> Path:
+    """``folder`` converted to F32 by our convert step, as ``<name>.gguf`` (kept by
+    tests/model_cache.py)."""
     from quantize.convert import convert_hf_to_gguf
 
-    out = tmp_path_factory.mktemp("tiny-bert")
-    converted = convert_hf_to_gguf(tiny_bert_folder, out, "F32").path
-    path = converted.with_name("tiny-bert.gguf")
-    converted.rename(path)
-    return path
+    def build(out: Path) -> Path:
+        converted = convert_hf_to_gguf(folder, out, "F32").path
+        return converted.rename(converted.with_name(f"{name}.gguf"))
+
+    key: list[KeyPart] = [folder, *sources("quantize.convert"), versions(*CONVERTER_DISTS)]
+    return cached_build(f"{name}-gguf", key, build)
 
 
 # ---- the tiny reranker ------------------------------------------------------------------
@@ -259,21 +269,16 @@ def reference_rerank(
 
 
 @pytest.fixture(scope="session")
-def tiny_reranker_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The tiny reranker as a Hugging Face folder (built once per session)."""
-    return build_tiny_reranker(tmp_path_factory.mktemp("hf") / "tiny-reranker")
+def tiny_reranker_folder() -> Path:
+    """The tiny reranker as a Hugging Face folder (built once, kept by tests/model_cache.py)."""
+    key: list[KeyPart] = [Path(__file__), versions(*HF_DISTS)]
+    return cached_build(
+        "tiny-reranker-hf", key, lambda out: build_tiny_reranker(out / "tiny-reranker")
+    )
 
 
 @pytest.fixture(scope="session")
-def tiny_reranker_gguf(
-    tiny_reranker_folder: Path, tmp_path_factory: pytest.TempPathFactory
-) -> Path:
+def tiny_reranker_gguf(tiny_reranker_folder: Path) -> Path:
     """The tiny reranker as an F32 GGUF named ``tiny-reranker.gguf``, as our convert step
     (llama.cpp's converter) writes it: a classification head, no pooling type declared."""
-    from quantize.convert import convert_hf_to_gguf
-
-    out = tmp_path_factory.mktemp("tiny-reranker")
-    converted = convert_hf_to_gguf(tiny_reranker_folder, out, "F32").path
-    path = converted.with_name("tiny-reranker.gguf")
-    converted.rename(path)
-    return path
+    return converted_f32("tiny-reranker", tiny_reranker_folder)

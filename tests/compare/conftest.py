@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.model_cache import LLAMA_DISTS, cached_build, versions
+
 QUANTS = {"Q8_0": 7, "Q4_K_M": 15, "Q2_K": 10}  # llama_ftype values
 F16 = 1
 
@@ -27,12 +29,17 @@ def _quantize(src: Path, dst: Path, ftype: int) -> Path:
 
 
 @pytest.fixture(scope="session")
-def smollm2_quants(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """{"F16": reference, "Q8_0": ..., "Q4_K_M": ..., "Q2_K": ...} as GGUF paths."""
+def smollm2_quants() -> dict[str, Path]:
+    """{"F16": reference, "Q8_0": ..., "Q4_K_M": ..., "Q2_K": ...} as GGUF paths (kept
+    between sessions by tests/model_cache.py)."""
     from backend.settings.default_model import default_model_path
 
-    out = tmp_path_factory.mktemp("compare-models")
-    models = {"F16": _quantize(default_model_path(), out / "smollm2-F16.gguf", F16)}
-    for name, ftype in QUANTS.items():
-        models[name] = _quantize(models["F16"], out / f"smollm2-{name}.gguf", ftype)
-    return models
+    source = default_model_path()
+
+    def build(out: Path) -> dict[str, Path]:
+        models = {"F16": _quantize(source, out / "smollm2-F16.gguf", F16)}
+        for name, ftype in QUANTS.items():
+            models[name] = _quantize(models["F16"], out / f"smollm2-{name}.gguf", ftype)
+        return models
+
+    return cached_build("smollm2-quants", [source, Path(__file__), versions(*LLAMA_DISTS)], build)

@@ -6,6 +6,16 @@ from pathlib import Path
 
 import pytest
 
+from tests.model_cache import (
+    CONVERTER_DISTS,
+    HF_DISTS,
+    LLAMA_DISTS,
+    KeyPart,
+    cached_build,
+    sources,
+    versions,
+)
+
 DATA = Path(__file__).parent / "data"
 
 
@@ -15,22 +25,27 @@ def business_prompts() -> list[str]:
 
 
 @pytest.fixture(scope="session")
-def tiny_hf_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def tiny_hf_model() -> Path:
     """A random-weight llama (hidden 256, 2 layers) with a SentencePiece tokenizer."""
     from tests.quantize.tiny_model import build_tiny_llama
 
-    return build_tiny_llama(tmp_path_factory.mktemp("hf") / "tiny-llama")
+    files = sources("tests.quantize.tiny_model", "benchmarks.sp_tokenizer")
+    key: list[KeyPart] = [*files, versions(*HF_DISTS)]
+    return cached_build("tiny-llama-hf", key, lambda out: build_tiny_llama(out / "tiny-llama"))
 
 
 @pytest.fixture(scope="session")
-def tiny_f16(tiny_hf_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def tiny_f16(tiny_hf_model: Path) -> Path:
     from quantize.convert import convert_hf_to_gguf
 
-    return convert_hf_to_gguf(tiny_hf_model, tmp_path_factory.mktemp("tiny-f16"), "F16").path
+    key: list[KeyPart] = [tiny_hf_model, *sources("quantize.convert"), versions(*CONVERTER_DISTS)]
+    return cached_build(
+        "tiny-llama-f16", key, lambda out: convert_hf_to_gguf(tiny_hf_model, out, "F16").path
+    )
 
 
 @pytest.fixture(scope="session")
-def smollm2_f16(smollm2_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def smollm2_f16(smollm2_path: Path) -> Path:
     """The embedded SmolLM2-135M-Instruct Q4_1 requantised to F16.
 
     Upcasting Q4_1 to F16 keeps the Q4_1 rounding (lossy upstream), but gives a real-weight
@@ -38,5 +53,11 @@ def smollm2_f16(smollm2_path: Path, tmp_path_factory: pytest.TempPathFactory) ->
     """
     from quantize.quantizer import quantize_gguf
 
-    out = tmp_path_factory.mktemp("smollm2-f16")
-    return quantize_gguf(smollm2_path, "F16", out, allow_requantize=True).path
+    # the sidecar beside it names the source's path
+    key: list[KeyPart] = [smollm2_path, str(smollm2_path.resolve()), versions(*LLAMA_DISTS)]
+    key += sources("quantize.quantizer", "quantize.quantize_worker", "quantize.output_files")
+    return cached_build(
+        "smollm2-f16",
+        key,
+        lambda out: quantize_gguf(smollm2_path, "F16", out, allow_requantize=True).path,
+    )
