@@ -205,6 +205,8 @@ class AdmissionPolicy(ABC):
         prefix-cache entry (a stopped answer's conversation is asked again), or free its
         sequence id when there is nothing to keep or no cache."""
         seq.n_past = whole_media_prefix(seq.media, seq.n_past)  # not between two pieces
+        if seq.shift_keep is not None:  # shifted cells are not a prefill of their tokens
+            seq.n_past = min(seq.n_past, seq.shift_keep)
         if seq.n_past > 0 and self._keeps(seq):
             self.kv.keep(seq.seq_id, seq.n_past)
             entry = CacheEntry(seq.seq_id, np.asarray(seq.tokens[: seq.n_past], dtype=np.int32))

@@ -245,13 +245,16 @@ class Engine:
         is refused. A ``max_tokens`` past the room left is cut to that room, so the answer
         ends with ``length`` when the context is full, as llama-server and Ollama do
         (clients send 4096, 8192 or 32000 whatever the context); ``strict`` refuses it
-        instead, as OpenAI does. Never truncates the prompt silently."""
+        instead, as OpenAI does. Never truncates the prompt silently. With
+        --context-shift the answer may outgrow the context: only ``limit`` bounds it."""
         n_ctx = self.n_ctx
         if n_prompt >= n_ctx:
             raise ContextOverflowError(
                 f"the prompt has {n_prompt} tokens but the context holds {n_ctx}",
                 param="messages",
             )
+        if self.scheduler.shifts_context:  # a full context shifts: no room to cut to
+            return limit if max_tokens is None else max_tokens
         room = n_ctx - n_prompt
         if max_tokens is None:
             return min(limit, room)

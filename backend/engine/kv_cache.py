@@ -92,6 +92,14 @@ class KvAccounting:
         """Drop every cell of ``seq_id``."""
         self._forget(seq_id)
 
+    def shift(self, seq_id: int, n_keep: int, n_discard: int, n_past: int) -> None:
+        """``seq_id``'s cells ``[n_keep, n_keep + n_discard)`` dropped and the ``n_past``
+        less those after them moved back (context shift: a stream of its own only)."""
+        assert all(seg.holders == {seq_id} for seg in self._segments.get(seq_id, []))
+        n = self.length(seq_id)
+        self._forget(seq_id)
+        self.add_cells(seq_id, n - n_discard)
+
     def bind(self, seq_id: int, media: list[MediaSpan]) -> None:
         """``seq_id`` now holds (a prefix of) a prompt with these media: their positions
         place its cells (see :meth:`KvCache.bind`). Cells are counted by index: nothing
@@ -195,6 +203,12 @@ class KvCache(KvAccounting):
     def keep(self, seq_id: int, n: int) -> None:
         llama_cpp.llama_memory_seq_rm(self._memory, seq_id, self._pos(seq_id, n), -1)
         super().keep(seq_id, n)
+
+    def shift(self, seq_id: int, n_keep: int, n_discard: int, n_past: int) -> None:
+        mem = self._memory
+        llama_cpp.llama_memory_seq_rm(mem, seq_id, n_keep, n_keep + n_discard)
+        llama_cpp.llama_memory_seq_add(mem, seq_id, n_keep + n_discard, n_past, -n_discard)
+        super().shift(seq_id, n_keep, n_discard, n_past)
 
     def rm(self, seq_id: int) -> None:
         llama_cpp.llama_memory_seq_rm(self._memory, seq_id, -1, -1)

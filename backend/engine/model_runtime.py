@@ -249,6 +249,11 @@ class ModelRuntime:
         return {k: int(v) for k, v in ids.items() if v >= 0}
 
     @property
+    def can_shift(self) -> bool:
+        """Whether the model's memory can move cells to other positions (context shift)."""
+        return bool(llama_cpp.llama_memory_can_shift(self.memory))
+
+    @property
     def add_bos(self) -> bool:
         return bool(llama_cpp.llama_vocab_get_add_bos(self.vocab))
 

@@ -33,6 +33,10 @@ class SamplingParams:
     draft_n_max: int | None = None
     draft_n_min: int | None = None
     draft_p_min: float | None = None
+    # context shift (--context-shift): tokens kept at the start (-1: the prompt), tokens
+    # dropped after them (0: half the rest), as llama-server's n_keep and n_discard
+    n_keep: int = 0
+    n_discard: int = 0
 
     @property
     def greedy(self) -> bool:
@@ -96,6 +100,8 @@ class FinishEvent:
     # with prompt_logprobs: one entry per prompt token after the first (what the model
     # gave each prompt token, given the tokens before it)
     prompt_logprobs: list[TokenLogprob] | None = None
+    # the context ran out: shifted (--context-shift) or stopped there
+    truncated: bool = False
 
 
 @dataclass

@@ -35,6 +35,7 @@ import llama_cpp
 from backend.engine.admission import AdmissionPolicy, PerSlotAdmission, UnifiedAdmission
 from backend.engine.arrivals import Arrivals
 from backend.engine.batch_fill import fill_batch
+from backend.engine.context_shift import shift_context
 from backend.engine.engine_stats import EngineStats
 from backend.engine.errors import EngineStoppedError, GrammarDeadEndError, QueueFullError
 from backend.engine.kv_cache import KvCache
@@ -110,6 +111,12 @@ class Scheduler:
         self._outbox = Outbox()
         self.kv = KvCache(runtime.ctx, runtime.memory, runtime.n_ctx)
         self._per_slot = not runtime.kv_unified
+        # --context-shift: with a KV stream per sequence only, where the memory can shift
+        self.shifts_context = (
+            runtime.settings.context_shift and self._per_slot and runtime.can_shift
+        )
+        if runtime.settings.context_shift and not self.shifts_context:
+            log.warning("this model's memory cannot shift: --context-shift is off")
         self.admission: AdmissionPolicy
         if self._per_slot:
             self.admission = PerSlotAdmission(
@@ -338,6 +345,7 @@ class Scheduler:
     def _step(self) -> StepPlan:
         """Draft, plan within the free cells, decode the plan's calls, count."""
         t0 = time.perf_counter()
+        self._shift_contexts()
         draft_s = self._propose_drafts()
         plan = self._plan_that_fits(drafted=draft_s is not None)
         done = CallTimes()
@@ -355,6 +363,14 @@ class Scheduler:
             if draft_s is not None:
                 self.stats.record_draft_time(draft_s)
         return plan
+
+    def _shift_contexts(self) -> None:
+        """Context shift for the sequences whose last token filled their context."""
+        for seq in [s for s in self._running if s.shift_due]:
+            seq.shift_due = False
+            if not shift_context(seq, self.kv, self.rt.n_ctx_seq, add_bos=self.rt.add_bos):
+                seq.truncated = True
+                self._finish(seq, "length")
 
     def _plan_that_fits(self, *, drafted: bool) -> StepPlan:
         """This step's plan, within the KV cells free: drafts dropped first, then cached
@@ -528,8 +544,16 @@ class Scheduler:
             self._emit(seq, TokenEvent(text, [token], self._take_logprobs(seq)))
         if seq.detector.stopped:
             self._finish(seq, "stop")
-        elif seq.completion_tokens >= req.max_tokens or len(seq.tokens) >= self.rt.n_ctx_seq:
+        elif seq.completion_tokens >= req.max_tokens:
+            if len(seq.tokens) >= self.rt.n_ctx_seq:  # the context ran out too
+                seq.truncated = True
             self._finish(seq, "length")
+        elif len(seq.tokens) >= self.rt.n_ctx_seq:  # the context is full
+            if self.shifts_context and not seq.media:
+                seq.shift_due = True  # before the next step, as llama-server does
+            else:
+                seq.truncated = True
+                self._finish(seq, "length")
 
     def _finish(self, seq: Sequence, reason: FinishReason) -> None:
         if reason != "cancelled":

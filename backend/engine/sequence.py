@@ -57,6 +57,11 @@ class Sequence:
     acceptance: Acceptance = field(default_factory=Acceptance)
     # the prompt's images: the positions that are decoded from embeddings
     media: list[MediaSpan] = field(default_factory=list)
+    # context shift: one is due before the next step; the fewest tokens any shift kept at
+    # the start; whether the context ran out (shifted, or stopped there)
+    shift_due: bool = False
+    shift_keep: int | None = None
+    truncated: bool = False
 
     @property
     def remaining(self) -> int:
@@ -86,6 +91,7 @@ class Sequence:
             prompt_logprobs=self.prompt_logprobs if req.prompt_logprobs is not None else None,
             draft_n=self.draft_n,
             draft_n_accepted=self.draft_n_accepted,
+            truncated=self.truncated,
         )
 
 

@@ -203,6 +203,8 @@ def sampling_params(body: SamplingFields, engine: Engine) -> SamplingParams:
         draft_n_max=body.speculative_n_max,
         draft_n_min=body.speculative_n_min,
         draft_p_min=body.speculative_p_min,
+        n_keep=body.n_keep,
+        n_discard=body.n_discard,
     )
 
 

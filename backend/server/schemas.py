@@ -142,6 +142,10 @@ class SamplingFields(_Lenient):
     speculative_n_max: int | None = Field(None, ge=0, alias="speculative.n_max")
     speculative_n_min: int | None = Field(None, ge=0, alias="speculative.n_min")
     speculative_p_min: float | None = Field(None, ge=0.0, le=1.0, alias="speculative.p_min")
+    # llama-server's context shift (with --context-shift): tokens kept at the start (-1:
+    # the whole prompt) and dropped after them (0: half the rest) when the context fills
+    n_keep: int = Field(0, ge=-1, le=1 << 30)
+    n_discard: int = Field(0, ge=0, le=1 << 30)
 
     @model_validator(mode="before")
     @classmethod

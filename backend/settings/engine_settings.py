@@ -383,6 +383,23 @@ class EngineSettings(BaseSettings, SpeculativeKnobs, ServingKnobs, MediaKnobs):
         json_schema_extra={"flags": ["--pooling"]},
     )
 
+    context_shift: bool = Field(
+        default=False,
+        description="When a generation fills its slot, drop half of what follows the "
+        "request's n_keep tokens and go on, as llama-server's --context-shift (a KV stream "
+        "per slot and text prompts only; off: it stops there)",
+        json_schema_extra={"flags": ["--context-shift"], "off_flags": ["--no-context-shift"]},
+    )
+
+    @model_validator(mode="after")
+    def _shift_needs_own_streams(self) -> EngineSettings:
+        if self.context_shift and self.kv_unified:
+            raise ValueError(
+                "--context-shift needs a KV stream per slot (a shift would move cells the "
+                "sequences of one unified cache share): drop --kv-unified"
+            )
+        return self
+
     @field_validator("model_alias")
     @classmethod
     def _one_alias(cls, value: str | None) -> str | None:

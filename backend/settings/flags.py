@@ -113,10 +113,13 @@ def settings_from_args(model: type[T], args: argparse.Namespace) -> T:
         return model(**overrides)
     except ValidationError as exc:
         first = exc.errors()[0]
-        field = str(first["loc"][0]) if first["loc"] else "?"
+        message = str(first["msg"]).removeprefix("Value error, ")
+        if not first["loc"]:  # a check across fields names its flags itself
+            raise ConfigError(message) from None
+        field = str(first["loc"][0])
         flags = _flags_of(model.model_fields[field]) if field in model.model_fields else []
         label = flags[-1] if flags else field
-        raise ConfigError(f"invalid {label}: {first['msg']}") from None
+        raise ConfigError(f"invalid {label}: {message}") from None
 
 
 def positive_int(text: str) -> int:

@@ -7,7 +7,7 @@ its spellings (a family is split where its on and off spellings differ here), an
 - ``supported``: the flag means here what it means there (ranges and defaults may differ;
   the text says how). Spellings that serve's settings lack (``--n-gpu-layers``) are
   registered as aliases of ours (``aliases``); a flag that only asks for what is always so
-  here (``--jinja``, ``--no-context-shift``) is accepted and ignored (``no_op``);
+  here (``--jinja``, ``--cont-batching``) is accepted and ignored (``no_op``);
 - ``mapped``: accepted, its meaning translated (the text says how);
 - ``unsupported``: ``quantdesk serve`` refuses it with exit status 2 and one line saying
   what differs or what to use instead (:func:`add_llama_server_flags`).
@@ -526,15 +526,15 @@ LLAMA_SERVER_FLAGS: tuple[LlamaServerFlag, ...] = (
             "not settable here: an idle slot keeps its prompt, and its session moves to "
             "--cache-ram when the slot serves another request",
         ),
-        _no(
+        _ok(
             ("--context-shift",),
-            "generation stops at the context length with finish_reason length; context shift is "
-            "not implemented",
+            "a generation that fills its slot drops half of what follows n_keep and goes on "
+            "(truncated: true); with a KV stream per slot (not --kv-unified) and text only",
         ),
-        _always(
+        _ok(
             ("--no-context-shift",),
-            "generation stops at the context length with finish_reason length (llama-server's "
-            "default)",
+            "generation stops at the context length with finish_reason length and truncated: "
+            "true (llama-server's default)",
         ),
         _no(
             ("-r", "--reverse-prompt"),

@@ -188,8 +188,9 @@ def test_aliases_and_no_ops_give_the_settings_of_our_flags(
     assert settings(["--no-mmproj-auto"]) == settings(["--no-mmproj"])
     assert settings(["--no-mmproj", "--mmproj-auto"]) == settings([])
     no_ops = [s for flag in LLAMA_SERVER_FLAGS if flag.no_op for s in flag.spellings]
-    assert "--no-context-shift" in no_ops and "--jinja" in no_ops
+    assert "--jinja" in no_ops and "--no-context-shift" not in no_ops  # a real flag now
     assert settings(no_ops) == settings([])
+    assert settings(["--context-shift", "--no-context-shift"]) == settings([])
 
 
 @pytest.mark.parametrize(

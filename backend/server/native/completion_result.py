@@ -8,7 +8,8 @@ Field by field, what the engine knows and how it maps onto llama-server's names:
 - ``stop_type``: ``limit`` when the budget or the context ran out; ``word`` when a stop
   string ended it (``stopping_word`` names it); otherwise ``eos`` (an end-of-generation
   token, or a grammar that is complete);
-- ``truncated``: always false: the engine never cuts a prompt (a prompt too long for the
+- ``truncated``: the context ran out while generating (a context shift dropped tokens, or
+  generation stopped at the context length); a prompt is never cut (one too long for the
   context is a 400);
 - ``timings``: ``cache_n`` prompt tokens reused from the prefix cache, ``prompt_n`` the
   others (those decoded); ``prompt_ms`` is measured from the request's arrival at the
@@ -172,7 +173,7 @@ class SequenceResult:
             "generation_settings": settings,
             "prompt": self.prompt_text,
             "has_new_line": "\n" in content,
-            "truncated": False,
+            "truncated": finish.truncated,
             "stop_type": stop_type,
             "stopping_word": word,
             "timings": timings(finish),
