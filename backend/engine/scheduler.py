@@ -16,35 +16,27 @@ rejected rest are dropped.
 Events for clients are gathered during a step and handed over in one burst right
 before the next ``llama_decode`` (:mod:`backend.engine.outbox`). Requests and
 cancellations arrive from other threads through :mod:`backend.engine.request_inbox`;
-:mod:`backend.engine.batch_fill` writes a planned call's rows.
+:mod:`backend.engine.scheduler_loop` drives the turns; :mod:`backend.engine.batch_fill`
+writes a planned call's rows; :mod:`backend.engine.context_shift` shifts a full context.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 import time
-from collections import deque
-from collections.abc import Callable
-from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import TypeVar
 
 import llama_cpp
 
 from backend.engine.admission import AdmissionPolicy, PerSlotAdmission, UnifiedAdmission
-from backend.engine.arrivals import Arrivals
 from backend.engine.batch_fill import fill_batch
 from backend.engine.context_shift import shift_context
-from backend.engine.engine_stats import EngineStats
-from backend.engine.errors import EngineStoppedError, GrammarDeadEndError, QueueFullError
+from backend.engine.errors import GrammarDeadEndError
 from backend.engine.kv_cache import KvCache
 from backend.engine.logprobs import LogprobReader
 from backend.engine.media.embd_batch import EmbdBatch
 from backend.engine.media.media_span import MediaSpan, position_at, span_at, whole_media_prefix
 from backend.engine.model_runtime import ModelRuntime
-from backend.engine.outbox import Outbox
-from backend.engine.request_inbox import ControlTask, RequestInbox
 from backend.engine.request_types import (
     EngineEvent,
     ErrorEvent,
@@ -53,6 +45,7 @@ from backend.engine.request_types import (
     TokenLogprob,
 )
 from backend.engine.sampler_chain import GRAMMAR_DONE
+from backend.engine.scheduler_loop import SchedulerLoop
 from backend.engine.sequence import Sequence
 from backend.engine.session_setup import session_store_for
 from backend.engine.speculative.speculator import Speculator
@@ -60,11 +53,6 @@ from backend.engine.speculative.verify import verify_draft
 from backend.engine.step_planner import StepPlan, plan_step
 
 log = logging.getLogger(__name__)
-
-# Before admitting new prompts, wait at most this long for requests still being prepared.
-ARRIVAL_WINDOW_S = 0.02
-
-T = TypeVar("T")
 
 
 @dataclass
@@ -86,7 +74,7 @@ class CallTimes:
         self.rows += other.rows
 
 
-class Scheduler:
+class Scheduler(SchedulerLoop):
     def __init__(
         self,
         runtime: ModelRuntime,
@@ -96,19 +84,11 @@ class Scheduler:
         max_queue: int,
         speculator: Speculator | None = None,
     ) -> None:
+        super().__init__(parallel=parallel, max_queue=max_queue)
         self.rt = runtime
         self.speculator = speculator
-        self.parallel = parallel
-        self.max_queue = max_queue
-        self.stats = EngineStats()
         if speculator is not None:
             self.stats.spec_type = speculator.type_name
-        self.arrivals = Arrivals()
-        self.arrival_window = ARRIVAL_WINDOW_S
-        self._inbox = RequestInbox(parallel=parallel, max_queue=max_queue)
-        self._waiting: deque[Sequence] = deque()
-        self._running: list[Sequence] = []
-        self._outbox = Outbox()
         self.kv = KvCache(runtime.ctx, runtime.memory, runtime.n_ctx)
         self._per_slot = not runtime.kv_unified
         # --context-shift: with a KV stream per sequence only, where the memory can shift
@@ -140,42 +120,6 @@ class Scheduler:
             runtime.settings.threads,
             runtime.settings.threads_batch or runtime.settings.threads,
         )
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="quantdesk-scheduler", daemon=True)
-        self.failure: str | None = None
-
-    # ---- called from any thread ------------------------------------------------
-    def start(self) -> None:
-        self._thread.start()
-
-    def submit(self, seq: Sequence) -> None:
-        if self._stop.is_set() or self.failure:
-            raise EngineStoppedError(self.failure or "the engine is shutting down")
-        try:
-            self._inbox.submit(seq)
-        except QueueFullError:
-            with self.stats.lock():  # request threads may be refused at once
-                self.stats.rejected_busy += 1
-            raise
-
-    def cancel(self, request_id: int) -> None:
-        self._inbox.cancel(request_id)
-
-    def between_steps(self, work: Callable[[], T]) -> Future[T]:
-        """Run ``work`` on the scheduler thread between two steps (before the next
-        admission), where it may read and change the KV; its result or exception comes in
-        the future. EngineStoppedError at once when the engine is stopping."""
-        if self._stop.is_set() or self.failure:
-            raise EngineStoppedError(self.failure or "the engine is shutting down")
-        future: Future[T] = Future()
-        self._inbox.control(ControlTask(work, future))
-        return future
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._inbox.wake()
-        if self._thread.is_alive() and threading.current_thread() is not self._thread:
-            self._thread.join(timeout=30)
 
     def close(self) -> None:
         self.stop()
@@ -203,115 +147,6 @@ class Scheduler:
         """Forget the session tiers' hits and misses (the warm-up is not user traffic)."""
         if self.sessions is not None:
             self.sessions.reset_counters()
-
-    # ---- scheduler thread --------------------------------------------------------
-    @property
-    def running(self) -> tuple[Sequence, ...]:
-        """The sequences admitted and not finished, in admission order."""
-        return tuple(self._running)
-
-    def step_once(self, *, block: bool = False) -> StepPlan:
-        """One turn of the scheduler loop: take new requests and cancellations (with
-        ``block``, wait up to 0.5 s for one), admit, and run one step. Returns the plan
-        that step decoded (no calls when none ran). The scheduler thread runs it in a
-        loop; without the thread, a caller drives the engine with it."""
-        self._require_driver("step_once")
-        self._collect(block=block)
-        if self._stop.is_set():
-            return StepPlan()
-        self._admit()
-        plan = self._step() if self._running else StepPlan()
-        if not self._running:
-            self._deliver()  # no decode follows: deliver now
-        self._publish_gauges()
-        return plan
-
-    def deliver_events(self) -> None:
-        """Hand the events gathered so far to their sinks (the loop does this right before
-        each ``llama_decode``, and when nothing runs)."""
-        self._require_driver("deliver_events")
-        self._deliver()
-
-    def _deliver(self) -> None:
-        """:meth:`deliver_events` for the loop itself, which already holds the right to drive."""
-        self._outbox.deliver()
-
-    def _require_driver(self, method: str) -> None:
-        """Only the scheduler thread, or any one caller while that thread is not running,
-        may drive the loop: two drivers would race on the sequences and the outbox."""
-        if self._thread.is_alive() and threading.current_thread() is not self._thread:
-            raise RuntimeError(
-                f"Scheduler.{method} called from {threading.current_thread().name} while the "
-                "scheduler thread runs: only that thread may drive a started scheduler"
-            )
-
-    def _run(self) -> None:
-        try:
-            while not self._stop.is_set():
-                self.step_once(block=not self._running and not self._waiting)
-        except Exception as exc:  # never leave clients hanging
-            log.exception("scheduler crashed")
-            self.failure = f"engine failure: {exc}"
-            for seq in [*self._running, *self._waiting]:
-                self._emit_error(seq, self.failure)
-        finally:
-            for seq in [*self._running, *self._waiting]:
-                if not self.failure:
-                    self._emit_error(seq, "the server is shutting down")
-            self._running.clear()
-            self._waiting.clear()
-            for task in self._inbox.drain(block=False).controls:  # never leave them waiting
-                task.future.set_exception(EngineStoppedError(self.failure or "shutting down"))
-            self._deliver()
-
-    def _collect(self, *, block: bool) -> None:
-        """Take new requests and cancellations. When new requests came in while others
-        are still being prepared by the server, wait (at most ``arrival_window``) for
-        those too, so that they share the first prefill step rather than wait a whole one."""
-        if self._drain_inbox(block=block) and self.arrivals.pending and self._idle_slots():
-            self.arrivals.wait_settled(self.arrival_window)
-            self._drain_inbox(block=False)
-
-    def _idle_slots(self) -> bool:
-        """Nothing is generating, so a short wait delays no stream, and a slot is free for
-        the arrivals to join."""
-        return len(self._running) < self.parallel and not any(
-            seq.generating for seq in self._running
-        )
-
-    def _drain_inbox(self, *, block: bool) -> int:
-        """Take everything queued for the scheduler; returns how many new requests."""
-        arrived = self._inbox.drain(block=block)
-        for seq in arrived.submitted:
-            self._waiting.append(seq)
-            self.stats.prompt_total += seq.n_prompt
-        for request_id in arrived.cancelled:
-            self._cancel(request_id)
-        for task in arrived.controls:
-            self._run_control(task)
-        return len(arrived.submitted)
-
-    def _run_control(self, task: ControlTask) -> None:
-        if not task.future.set_running_or_notify_cancel():
-            return  # its caller gave up
-        try:
-            result = task.run()
-        except Exception as exc:  # the caller's to answer; the loop goes on
-            task.future.set_exception(exc)
-        else:
-            task.future.set_result(result)
-
-    def _cancel(self, request_id: int) -> None:
-        for seq in list(self._waiting):
-            if seq.request.request_id == request_id:
-                self._waiting.remove(seq)
-                self._inbox.dequeued()
-                self._finish(seq, "cancelled")
-                return
-        for seq in list(self._running):
-            if seq.request.request_id == request_id:
-                self._finish(seq, "cancelled")
-                return
 
     # ---- admission -----------------------------------------------------------------
     def _admit(self) -> None:
