@@ -141,6 +141,7 @@ MODEL_FIXTURES = frozenset(
         "smollm2_f16",
         "tiny_hf_model",
         "tiny_f16",
+        "flagged_server",
     }
 )
 # Names whose use in a test's own body starts a server or loads the model.
