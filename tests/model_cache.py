@@ -145,7 +145,8 @@ def cached_build(
         found = _reuse(folder)
         if found is not None:
             return cast(R, found)
-        _discard(folder)  # incomplete or changed: gone, then built again
+        if folder.exists() and _reuse(folder) is None:  # incomplete or changed: rebuilt
+            _discard(folder)  # (not one another process has just put in place)
         _clean_stale(root)
         if _build_into(folder, build):
             _prune(root, name, folder, keep)
@@ -195,7 +196,10 @@ def _reuse(folder: Path) -> Path | tuple[Path, ...] | dict[str, Path] | None:
         result = _decode(saved["result"], folder)
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    if _manifest(folder) != manifest:
+    try:
+        if _manifest(folder) != manifest:
+            return None
+    except OSError:  # removed meanwhile by another run
         return None
     with contextlib.suppress(OSError):
         os.utime(marker)

@@ -255,6 +255,7 @@ class AdmissionPolicy(ABC):
         victim.seq_id = -1
         victim.n_past = 0
         victim.branch_at = 0
+        victim.shift_due = False
         victim.preempted += 1
         return victim
 

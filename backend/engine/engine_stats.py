@@ -103,6 +103,7 @@ class EngineStats:
             self.spec_draft_s_total = 0.0
             self.prompt_s_total = self.generation_s_total = 0.0
             self.longest_sequence = 0
+            self.decode_calls = self.decode_sequences = 0
             self.ttft_ms.clear()
             self.itl_ms.clear()
             self.ttft_ms_last = None

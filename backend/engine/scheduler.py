@@ -203,6 +203,8 @@ class Scheduler(SchedulerLoop):
         """Context shift for the sequences whose last token filled their context."""
         for seq in [s for s in self._running if s.shift_due]:
             seq.shift_due = False
+            if not seq.generating:  # preempted since, and prefilling again: not now
+                continue
             if not shift_context(seq, self.kv, self.rt.n_ctx_seq, add_bos=self.rt.add_bos):
                 seq.truncated = True
                 self._finish(seq, "length")
@@ -384,7 +386,9 @@ class Scheduler(SchedulerLoop):
                 seq.truncated = True
             self._finish(seq, "length")
         elif len(seq.tokens) >= self.rt.n_ctx_seq:  # the context is full
-            if self.shifts_context and not seq.media:
+            # not with images (their positions are not one per cell), nor a prompt being
+            # scored (its rows are read by index)
+            if self.shifts_context and not seq.media and req.prompt_logprobs is None:
                 seq.shift_due = True  # before the next step, as llama-server does
             else:
                 seq.truncated = True

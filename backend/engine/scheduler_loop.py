@@ -96,6 +96,8 @@ class SchedulerLoop(ABC):
             raise EngineStoppedError(self.failure or "the engine is shutting down")
         future: Future[T] = Future()
         self._inbox.control(ControlTask(work, future))
+        if self._stop.is_set() and not self._thread.is_alive():  # stopped meanwhile
+            self._fail_controls()
         return future
 
     def stop(self) -> None:

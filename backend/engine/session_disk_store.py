@@ -30,6 +30,7 @@ import json
 import logging
 import os
 import queue
+import secrets
 import shutil
 import struct
 import threading
@@ -139,7 +140,8 @@ def encode_entry(key: dict[str, Any], entry: SessionEntry) -> EncodedEntry:
 def write_entry_file(path: Path, encoded: EncodedEntry) -> None:
     """Write ``encoded`` at ``path``: a temporary file beside it, then an atomic rename
     (a reader never sees half a file). Raises OSError."""
-    tmp = path.with_name(f".{path.name}.tmp")
+    # a name of its own: two writers of one file never share a temp file
+    tmp = path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")
     try:
         with tmp.open("wb") as f:
             f.write(PREFIX.pack(MAGIC, len(encoded.header)))
@@ -202,6 +204,10 @@ class DiskStore:
     def _load_index(self) -> None:
         if self._failed:
             return
+        for stale in self.dir.glob(f".*{SUFFIX}.*.tmp"):  # a write a killed server left
+            with contextlib.suppress(OSError):
+                if time.time() - stale.stat().st_mtime > 3600:  # not another one's, now
+                    stale.unlink()
         for path in sorted(self.dir.glob(f"*{SUFFIX}"), key=_mtime):
             try:
                 record = self._index_entry(path)

@@ -76,6 +76,12 @@ def _model_from_environment() -> bool:
 
 
 def run(args: argparse.Namespace) -> int:
+    alias = getattr(args, "model_alias", None)
+    if alias and "," in alias and not args.model_server:  # a router's child: a library name
+        raise ConfigError(
+            "invalid --alias: one model id only here (llama-server takes a comma-separated "
+            "list of aliases)"
+        )
     models: list[str] = list(getattr(args, "models", []))
     if len(models) == 1 or (not models and _model_from_environment()):
         engine = settings_from_args(EngineSettings, args)

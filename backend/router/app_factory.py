@@ -100,7 +100,7 @@ def create_router_app(
 
     def merged() -> dict[str, Any]:  # built once, at the first read
         if not schema:
-            schema.update(router_schema(app, pool.defaults))
+            schema.update(router_schema(app, pool.defaults, pool.server))
         return schema
 
     add_docs(app, merged)

@@ -12,10 +12,12 @@ from backend.server.app_factory import create_app
 from backend.settings import EngineSettings, ServerSettings
 
 
-def router_schema(router_app: FastAPI, defaults: EngineSettings) -> dict[str, Any]:
+def router_schema(
+    router_app: FastAPI, defaults: EngineSettings, server: ServerSettings
+) -> dict[str, Any]:
     """The merged schema; where both describe a path, the router's own description wins
     (``/v1/models`` lists the library, ``/health`` takes ``?model=``)."""
-    served = create_app(defaults, ServerSettings()).openapi()  # builds no engine
+    served = create_app(defaults, server).openapi()  # builds no engine
     own = router_app.openapi()
     schema = dict(own)
     schema["paths"] = {**served.get("paths", {}), **own.get("paths", {})}

@@ -400,15 +400,6 @@ class EngineSettings(BaseSettings, SpeculativeKnobs, ServingKnobs, MediaKnobs):
             )
         return self
 
-    @field_validator("model_alias")
-    @classmethod
-    def _one_alias(cls, value: str | None) -> str | None:
-        if value is not None and "," in value:  # llama-server's list of aliases
-            raise ValueError(
-                "one model id only here (llama-server takes a comma-separated list of aliases)"
-            )
-        return value
-
 
 def _split_parts(value: str) -> list[str]:
     return [part.strip() for part in value.replace("/", ",").split(",") if part.strip()]

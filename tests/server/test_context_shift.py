@@ -86,3 +86,15 @@ def test_the_shifted_answer_is_llama_servers(
     ours = complete(shifting_server.base_url)
     assert theirs["tokens_predicted"] == ours["tokens_predicted"] == 300
     assert ours["content"] == theirs["content"]
+
+
+def test_a_scored_prompt_stops_at_the_context_instead_of_shifting(
+    shifting_server: LiveServer,
+) -> None:
+    """echo + logprobs scores every prompt row by index: such a request is not shifted
+    (it once took the engine down); it stops at the context length, and the server goes on."""
+    body = {"prompt": PROMPT * 13, "max_tokens": 100, "echo": True, "logprobs": 0}  # ~210
+    r = HTTP.post(f"{shifting_server.base_url}/v1/completions", json=body)
+    assert r.status_code == 200, r.text
+    assert r.json()["choices"][0]["finish_reason"] == "length"
+    assert complete(shifting_server.base_url, n_predict=4)["tokens_predicted"] == 4

@@ -421,3 +421,17 @@ def test_answers_match_llama_servers(
             _assert_same(
                 _post(base, path, body), _post(llama_server_peers[pooling], path, body), what
             )
+
+
+def test_a_per_token_answer_past_its_bound_is_a_400(
+    bert_none_server: LiveServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Per-token vectors (pooling none) grow with every input token: past the bound on the
+    numbers one answer holds, a 400 before anything is decoded, and the server goes on."""
+    from backend.server.routes import embeddings
+
+    monkeypatch.setattr(embeddings, "PER_TOKEN_FLOATS", 10 * HIDDEN)  # in-process server
+    url = f"{bert_none_server.base_url}/embeddings"
+    r = httpx.post(url, json={"content": ["a b c d e f g h i j k l"] * 2}, timeout=60)
+    assert r.status_code == 400 and "more than one answer carries" in r.json()["error"]["message"]
+    assert httpx.post(url, json={"content": "a"}, timeout=60).status_code == 200

@@ -47,6 +47,9 @@ __all__ = ["EmbeddingRequest", "create_embeddings", "router"]
 
 router = APIRouter(dependencies=[Depends(require_api_key)], lifespan=closed_at_shutdown("embedder"))
 
+# the most numbers a per-token answer (pooling none) holds: 16M floats are ~64 MB as
+# float32 and several times that as JSON, held at once while the answer is written
+PER_TOKEN_FLOATS = 16 * 1024 * 1024
 # llama-server's refusal of pooling none on /v1/embeddings, and where to go instead
 POOLING_NONE_REFUSAL = (
     "Pooling type 'none' is not OAI compatible. Please use a different pooling type: this "
@@ -120,6 +123,15 @@ async def _embeddings(
     lists = await off_loop(_token_lists, body, engine, max_inputs)
     native = not openai_route or body.native
     gone = threading.Event()  # the client left: stop between decodes, free the context
+    if per_token and sum(len(t) for t in lists) * embedder.n_embd > PER_TOKEN_FLOATS:
+        raise ApiError(
+            400,
+            f"per-token embeddings of {sum(len(t) for t in lists)} tokens x "
+            f"{embedder.n_embd} dimensions are more than one answer carries here "
+            f"({PER_TOKEN_FLOATS:,} numbers): send fewer or shorter inputs",
+            param="input",
+            code="invalid_value",
+        )
     try:
         embedder.check_lengths(lists)
         async with on_disconnect(request, gone.set):
