@@ -53,6 +53,9 @@ def register(subparsers: Any) -> None:
         description="Serve GGUF models with continuous batching behind an OpenAI-compatible "
         "API. Flags follow llama-server's; every flag also reads QUANTDESK_<NAME> from the "
         "environment. In router mode the engine flags are every model's defaults.",
+        # llama-server takes no abbreviations: a prefix of one of our flags that is a flag
+        # of its own there must not be read as ours
+        allow_abbrev=False,
     )
     group = parser.add_argument_group("models")
     group.add_argument(

@@ -172,8 +172,8 @@ LLAMA_SERVER_FLAGS: tuple[LlamaServerFlag, ...] = (
         _ok(("-ub", "--ubatch-size"), "physical micro-batch; default 512"),
         _no(
             ("--keep",),
-            "the context is never shifted, so nothing is kept: generation stops at the context "
-            "length",
+            "no server-wide default: send n_keep in each request (with --context-shift, the "
+            "tokens a shift keeps; 0 unless sent)",
         ),
         _always(
             ("--swa-full",),

@@ -1,7 +1,7 @@
 """Ollama's ``options`` and ``keep_alive`` in our terms.
 
 ``options`` keys map to chat's sampling fields; ``num_ctx``, ``num_batch``, ``num_gpu``,
-``num_thread``, ``main_gpu``, ``use_mmap``, ``num_keep`` and ``typical_p`` are load-time or
+``num_thread``, ``main_gpu``, ``use_mmap`` and ``typical_p`` are load-time or
 unsupported knobs and are ignored (the served model keeps its own), as are Ollama's
 legacy keys (``mirostat*``, ``tfs_z``, ``penalize_newline``...). ``keep_alive`` is a
 number of seconds or a Go duration (``"5m"``, ``"1h30m"``); negative: forever; 0: unload
@@ -27,10 +27,11 @@ SAMPLING = {
     "repeat_penalty": "repeat_penalty",
     "presence_penalty": "presence_penalty",
     "frequency_penalty": "frequency_penalty",
+    "num_keep": "n_keep",  # tokens a context shift keeps (serve --context-shift)
 }
 IGNORED = frozenset(
     {
-        "num_ctx", "num_batch", "num_gpu", "num_thread", "main_gpu", "use_mmap", "num_keep",
+        "num_ctx", "num_batch", "num_gpu", "num_thread", "main_gpu", "use_mmap",
         "typical_p", "low_vram", "f16_kv", "logits_all", "vocab_only", "use_mlock",
         "embedding_only", "numa", "tfs_z", "mirostat", "mirostat_tau", "mirostat_eta",
         "penalize_newline",
