@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_docs_links import CODE_SPAN, DOCS, FENCE, ROOT
+from tests.test_docs_links import CODE_SPAN, DOCS, FENCE, ROOT, outside_fences
 
 SHELL_LANGUAGES = frozenset({"", "bash", "sh", "shell", "console"})
 SHELL_OPERATORS = frozenset({"<", ">", ">>", "|", "&&", "||", ";", "&", "2>&1"})
@@ -106,16 +106,7 @@ def words(command: Command) -> list[str]:
 def inline_code(doc: Path) -> list[Command]:
     """Every code span in a page's prose (fenced blocks left out)."""
     spans: list[Command] = []
-    fence: str | None = None
-    for number, line in enumerate(doc.read_text(encoding="utf-8").splitlines(), 1):
-        opened = FENCE.match(line)
-        if fence is None and opened:
-            fence = opened.group(1)[0] * len(opened.group(1))
-            continue
-        if fence is not None:
-            if line.strip().startswith(fence) and set(line.strip()) <= {fence[0]}:
-                fence = None
-            continue
+    for number, line in outside_fences(doc.read_text(encoding="utf-8")):
         for span in CODE_SPAN.finditer(line):
             spans.append(Command(doc, number, span.group(0).strip("`").strip()))
     return spans

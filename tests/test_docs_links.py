@@ -31,8 +31,8 @@ SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*:|^//")
 MACHINE_PATH = re.compile(r"(?<![\w.~])(?:/home/|/Users/|/root/|/work/|[A-Z]:\\Users\\)")
 
 
-def prose_lines(text: str) -> Iterator[tuple[int, str]]:
-    """(line number, line) outside fenced code blocks, with code spans blanked out."""
+def outside_fences(text: str) -> Iterator[tuple[int, str]]:
+    """(line number, line) of the lines outside fenced code blocks."""
     fence: str | None = None
     for number, line in enumerate(text.splitlines(), 1):
         opened = FENCE.match(line)
@@ -43,6 +43,12 @@ def prose_lines(text: str) -> Iterator[tuple[int, str]]:
             if line.strip().startswith(fence) and set(line.strip()) <= {fence[0]}:
                 fence = None
             continue
+        yield number, line
+
+
+def prose_lines(text: str) -> Iterator[tuple[int, str]]:
+    """(line number, line) outside fenced code blocks, with code spans blanked out."""
+    for number, line in outside_fences(text):
         yield number, CODE_SPAN.sub(lambda m: " " * len(m.group(0)), line)
 
 
@@ -59,16 +65,7 @@ def anchors(path: Path) -> set[str]:
     text = path.read_text(encoding="utf-8")
     found: set[str] = set()
     seen: dict[str, int] = {}
-    fence: str | None = None
-    for line in text.splitlines():
-        opened = FENCE.match(line)
-        if fence is None and opened:
-            fence = opened.group(1)[0] * len(opened.group(1))
-            continue
-        if fence is not None:
-            if line.strip().startswith(fence) and set(line.strip()) <= {fence[0]}:
-                fence = None
-            continue
+    for _, line in outside_fences(text):
         found.update(HTML_ANCHOR.findall(line))
         heading = HEADING.match(line)
         if heading:

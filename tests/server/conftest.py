@@ -102,6 +102,18 @@ def start_server(api_key: str | None = None, **engine_kw: object) -> LiveServer:
     return LiveServer(handle, handle.base_url, api_key)
 
 
+def serving(engine: EngineSettings, server: ServerSettings) -> Iterator[LiveServer]:
+    """A fixture's body: a server on these settings, healthy, stopped afterwards."""
+    handle = ServerHandle(engine, server)
+    handle.start_thread()
+    live = LiveServer(handle, handle.base_url, server.api_key)
+    try:
+        wait_healthy(live.base_url)
+        yield live
+    finally:
+        handle.stop()
+
+
 @pytest.fixture(scope="package")
 def live_server() -> Iterator[LiveServer]:
     server = start_server()

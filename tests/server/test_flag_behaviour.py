@@ -32,7 +32,7 @@ from backend.settings import EngineSettings, ServerSettings
 from backend.settings.flags import settings_from_args
 from backend.settings.llama_server_flag_table import LLAMA_SERVER_FLAGS
 from tests.engine.scheduling_fakes import make_seq, prompt
-from tests.server.conftest import LiveServer, wait_healthy
+from tests.server.conftest import LiveServer, serving
 from tests.server.flag_behaviour_tests import FLAG_BEHAVIOUR_TESTS
 from tests.server.test_reasoning import ANSWER, THOUGHT, WRITTEN, chat
 from tests.server.test_serve_cli import _parse_serve
@@ -245,14 +245,7 @@ def flagged_server() -> Iterator[LiveServer]:
     """SmolLM2 served with ``-a flag-alias --reasoning-format none`` (small -c and -np)."""
     engine = _engine("-c", "512", "-np", "1", "-t", "2", "-a", "flag-alias")
     server = _server("--host", "127.0.0.1", "--port", "0", "--reasoning-format", "none")
-    handle = ServerHandle(engine, server)
-    handle.start_thread()
-    live = LiveServer(handle, handle.base_url, None)
-    try:
-        wait_healthy(live.base_url)
-        yield live
-    finally:
-        handle.stop()
+    yield from serving(engine, server)
 
 
 def test_the_alias_is_the_model_id_clients_see(flagged_server: LiveServer) -> None:

@@ -19,9 +19,8 @@ import httpx
 import pytest
 
 from backend.server.reasoning import ReasoningSplit, opens_thinking, split_whole
-from backend.server.runner import ServerHandle
 from backend.settings import EngineSettings, ServerSettings
-from tests.server.conftest import LiveServer, wait_healthy
+from tests.server.conftest import LiveServer, serving
 
 THOUGHT = "The user says hi. I greet back."
 ANSWER = "Hello there!"
@@ -227,14 +226,7 @@ def thinking_template_server(tmp_path_factory: pytest.TempPathFactory) -> Iterat
     template.write_text(OPENING_TEMPLATE)
     engine = EngineSettings(ctx_size=4096, parallel=2, threads=2, chat_template_file=str(template))
     server = ServerSettings(host="127.0.0.1", port=0, reasoning_format="deepseek")
-    handle = ServerHandle(engine, server)
-    handle.start_thread()
-    live = LiveServer(handle, handle.base_url, None)
-    try:
-        wait_healthy(live.base_url)
-        yield live
-    finally:
-        handle.stop()
+    yield from serving(engine, server)
 
 
 def test_a_template_that_opens_think_end_to_end(thinking_template_server: LiveServer) -> None:
