@@ -36,7 +36,7 @@ def fill_batch(b: llama_cpp.llama_batch, plan: list[tuple[Sequence, int]]) -> Fi
     for seq, n in plan:
         sid = seq.seq_id
         start = seq.n_past
-        pos = position_at(seq.media, start) if seq.media else start
+        pos = position_at(seq.media, start)
         toks = seq.tokens
         assert start + n <= len(toks) or (n > 1 and seq.generating), "planned past the tokens"
         generating = n > 1 and seq.generating  # the last token and a draft: logits on each

@@ -132,12 +132,15 @@ class EngineStats:
             self.decode_calls += 1
             self.decode_sequences += n_sequences
 
-    def record_request_times(self, prompt_s: float | None, generation_s: float | None) -> None:
-        """A request's prompt time (admission to first token) when its first token came,
-        its generation time (first token to last) when it finished."""
+    def record_prompt_time(self, seconds: float) -> None:
+        """A request's prompt time: its admission to its first token."""
         with self._lock:
-            self.prompt_s_total += prompt_s or 0.0
-            self.generation_s_total += generation_s or 0.0
+            self.prompt_s_total += seconds
+
+    def record_generation_time(self, seconds: float) -> None:
+        """A finished request's generation time: its first token to its last."""
+        with self._lock:
+            self.generation_s_total += seconds
 
     def record_length(self, n_tokens: int) -> None:
         with self._lock:

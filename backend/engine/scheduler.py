@@ -365,7 +365,7 @@ class Scheduler(SchedulerLoop):
         if seq.t_first is None:
             seq.t_first = now
             self.stats.record_ttft(1000.0 * (now - seq.request.arrival))
-            self.stats.record_request_times(now - (seq.t_admitted or seq.request.arrival), None)
+            self.stats.record_prompt_time(now - (seq.t_admitted or seq.request.arrival))
         elif seq.t_last is not None:
             self.stats.record_itl(1000.0 * (now - seq.t_last))
         seq.t_last = now
@@ -401,7 +401,7 @@ class Scheduler(SchedulerLoop):
                 self._emit(seq, TokenEvent(tail, [], self._take_logprobs(seq)))
         self._emit(seq, seq.finish_event(reason))
         if seq.t_first is not None and seq.t_last is not None:
-            self.stats.record_request_times(None, seq.t_last - seq.t_first)
+            self.stats.record_generation_time(seq.t_last - seq.t_first)
         self.stats.record_length(len(seq.tokens))
         seq.sampler.close()
         if reason == "cancelled":

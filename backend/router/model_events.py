@@ -25,9 +25,7 @@ class ModelEvents:
         if data is not None:
             item["data"] = data
         for queue in self._queues:
-            if queue.full():
-                queue.get_nowait()  # a subscriber that does not read loses its oldest
-            queue.put_nowait(item)
+            _offer(queue, item)
 
     @contextlib.contextmanager
     def subscribe(self) -> Iterator[asyncio.Queue[dict[str, Any] | None]]:
@@ -45,6 +43,11 @@ class ModelEvents:
         """End every stream (the router is stopping)."""
         self.closed = True
         for queue in self._queues:
-            if queue.full():
-                queue.get_nowait()
-            queue.put_nowait(None)
+            _offer(queue, None)
+
+
+def _offer(queue: asyncio.Queue[dict[str, Any] | None], item: dict[str, Any] | None) -> None:
+    """Queue ``item``; a subscriber that does not read loses its oldest event for it."""
+    if queue.full():
+        queue.get_nowait()
+    queue.put_nowait(item)

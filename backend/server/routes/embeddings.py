@@ -123,10 +123,11 @@ async def _embeddings(
     lists = await off_loop(_token_lists, body, engine, max_inputs)
     native = not openai_route or body.native
     gone = threading.Event()  # the client left: stop between decodes, free the context
-    if per_token and sum(len(t) for t in lists) * embedder.n_embd > PER_TOKEN_FLOATS:
+    n_tokens = sum(len(t) for t in lists)
+    if per_token and n_tokens * embedder.n_embd > PER_TOKEN_FLOATS:
         raise ApiError(
             400,
-            f"per-token embeddings of {sum(len(t) for t in lists)} tokens x "
+            f"per-token embeddings of {n_tokens} tokens x "
             f"{embedder.n_embd} dimensions are more than one answer carries here "
             f"({PER_TOKEN_FLOATS:,} numbers): send fewer or shorter inputs",
             param="input",
@@ -156,7 +157,7 @@ async def _embeddings(
     # hundreds of thousands of floats as JSON: off the loop
     if native:
         return await off_loop(_native_answer, rows)
-    return await off_loop(_openai_answer, vectors, body, engine, sum(len(t) for t in lists))
+    return await off_loop(_openai_answer, vectors, body, engine, n_tokens)
 
 
 def _native_answer(rows: list[np.ndarray]) -> JSONResponse:
